@@ -1,0 +1,35 @@
+# Two commands: `make demo` and `make test`. Both create the virtualenv from this project's own files first.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+CORPUS ?= ../shared/corpus
+
+.PHONY: env demo test lint conformance-doc bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+env: $(STAMP)
+
+demo: env
+	$(PY) -m airflow_provider_deltalite demo
+
+lint: env
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+test: lint
+	$(PY) -m pytest -q
+
+conformance-doc: env
+	$(PY) tests/conformance/write_report.py
+
+bench: env
+	$(PY) benchmarks/snapshot_load.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache

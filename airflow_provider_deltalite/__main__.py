@@ -1,0 +1,5 @@
+"""`python -m airflow_provider_deltalite` runs the `deltalite` CLI."""
+
+from airflow_provider_deltalite.cli import main
+
+raise SystemExit(main())

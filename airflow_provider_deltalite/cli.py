@@ -1,0 +1,279 @@
+"""The `deltalite` command line: readable summaries on a terminal, one JSON document with --json, errors as one line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from airflow_provider_deltalite import __version__
+from airflow_provider_deltalite.engine import DeltaLiteError, DeltaTable, Snapshot
+from airflow_provider_deltalite.engine.snapshot import json_default
+
+EXIT_ERROR = 2
+_SIZE_BINS = ((1 << 20, "<1MB"), (8 << 20, "<8MB"), (64 << 20, "<64MB"), (128 << 20, "<128MB"), (1 << 30, "<1GB"))
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse prints usage; the project rule is one line on stderr
+        sys.stderr.write(f"deltalite: error: {message}\n")
+        raise SystemExit(EXIT_ERROR)
+
+
+def _storage_options(pairs: Sequence[str] | None) -> dict[str, str]:
+    options: dict[str, str] = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--storage-option needs KEY=VALUE, got {pair.split('=')[0]!r}")
+        options[key] = value
+    return options
+
+
+def _open(args: argparse.Namespace) -> DeltaTable:
+    return DeltaTable(args.table, storage_options=_storage_options(args.storage_option))
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative: {value}")
+    return value
+
+
+def size_histogram(sizes: Sequence[int]) -> dict[str, int]:
+    """How many files fall under 1 MB, 8 MB, 64 MB, 128 MB, 1 GB, and above."""
+    counts = {label: 0 for _, label in _SIZE_BINS}
+    counts[">=1GB"] = 0
+    for size in sizes:
+        for limit, label in _SIZE_BINS:
+            if size < limit:
+                counts[label] += 1
+                break
+        else:
+            counts[">=1GB"] += 1
+    return counts
+
+
+def describe_document(snap: Snapshot) -> dict[str, Any]:
+    """What `deltalite describe --json` prints."""
+    sizes = snap.raw_files.column("size").to_pylist()
+    return {
+        "table": snap.table_uri,
+        "version": snap.version,
+        "timestamp": snap.timestamp,
+        "id": snap.table_id,
+        "numFiles": snap.num_files,
+        "sizeInBytes": snap.size_in_bytes,
+        "partitionColumns": snap.partition_columns,
+        "schema": snap.schema,
+        "protocol": {**snap.protocol.to_dict(), "features": list(snap.protocol.features)},
+        "properties": snap.properties.explicit,
+        "fileSizeHistogram": size_histogram(sizes),
+    }
+
+
+def files_document(snap: Snapshot) -> dict[str, Any]:
+    """What `deltalite files --json` prints: paths exactly as written in the log."""
+    files = snap.files
+    partition = snap.partition_values
+    raw = files.column("partitionValues").combine_chunks()
+    raw_columns = {
+        logical: raw.field(physical).to_pylist()
+        for logical, physical in zip(snap.partition_columns, snap.partition_physical_names, strict=True)
+    }
+    out = []
+    paths = files.column("path").to_pylist()
+    sizes = files.column("size").to_pylist()
+    records = files.column("numRecords").to_pylist()
+    mtimes = files.column("modificationTime").to_pylist()
+    dvs = files.column("deletionVector").is_valid().to_pylist()
+    for i, path in enumerate(paths):
+        out.append(
+            {
+                "path": path,
+                "size": sizes[i],
+                "partitionValues": {c: raw_columns[c][i] for c in partition.column_names},
+                "numRecords": records[i],
+                "modificationTime": mtimes[i],
+                "deletionVector": bool(dvs[i]),
+            }
+        )
+    return {"version": snap.version, "files": out}
+
+
+def _print_json(doc: Any) -> None:
+    sys.stdout.write(json.dumps(doc, default=json_default, ensure_ascii=False) + "\n")
+
+
+def _human_size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"
+
+
+def cmd_describe(args: argparse.Namespace) -> None:
+    snap = _open(args).snapshot(version=args.version)
+    doc = describe_document(snap)
+    if args.json:
+        return _print_json(doc)
+    proto = doc["protocol"]
+    print(f"table       {doc['table']}")
+    print(f"version     {doc['version']}")
+    print(f"files       {doc['numFiles']} ({_human_size(doc['sizeInBytes'])})")
+    print(f"partitions  {', '.join(doc['partitionColumns']) or '-'}")
+    print(
+        f"protocol    reader {proto['minReaderVersion']}, writer {proto['minWriterVersion']}; "
+        f"features: {', '.join(proto['features']) or '-'}"
+    )
+    print("schema")
+    for field in doc["schema"]["fields"]:
+        kind = field["type"] if isinstance(field["type"], str) else field["type"].get("type")
+        print(f"  {field['name']}: {kind}{'' if field.get('nullable', True) else ' not null'}")
+    print("properties")
+    for key, value in sorted(doc["properties"].items()):
+        print(f"  {key} = {value}")
+    print("file sizes")
+    for label, count in doc["fileSizeHistogram"].items():
+        print(f"  {label:>7}  {count}")
+
+
+def cmd_files(args: argparse.Namespace) -> None:
+    snap = _open(args).snapshot(version=args.version, timestamp=args.timestamp)
+    doc = files_document(snap)
+    if args.json:
+        return _print_json(doc)
+    print(f"version {doc['version']}: {len(doc['files'])} files")
+    for f in doc["files"]:
+        dv = " dv" if f["deletionVector"] else ""
+        parts = ",".join(f"{k}={v}" for k, v in f["partitionValues"].items())
+        print(f"  {f['size']:>12}  {f['numRecords'] if f['numRecords'] is not None else '-':>10}  {f['path']}{dv}"
+              f"{'  [' + parts + ']' if parts else ''}")
+
+
+def cmd_history(args: argparse.Namespace) -> None:
+    entries = _open(args).history(limit=args.limit)
+    if args.json:
+        return _print_json(entries)
+    for e in entries:
+        print(f"{e['version']:>8}  {e.get('timestamp', '')}  {e.get('operation', '-')}")
+
+
+def cmd_scan(args: argparse.Namespace) -> None:
+    from airflow_provider_deltalite.engine.scan import scan
+
+    snap = _open(args).snapshot(version=args.version)
+    columns = [c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None
+    rows, metrics = scan(snap, columns=columns, filter=args.filter)
+    if args.output:
+        import pyarrow.parquet as pq
+
+        pq.write_table(rows, args.output)
+    doc = {
+        "version": snap.version,
+        "rows": metrics.rows,
+        "filesTotal": metrics.files_total,
+        "filesSkippedByPartition": metrics.files_skipped_by_partition,
+        "filesSkippedByStats": metrics.files_skipped_by_stats,
+        "filesRead": metrics.files_read,
+        "output": args.output,
+    }
+    if args.json:
+        return _print_json(doc)
+    print(
+        f"version {doc['version']}: {doc['rows']} rows from {doc['filesRead']} of {doc['filesTotal']} files "
+        f"({doc['filesSkippedByPartition']} skipped by partition, {doc['filesSkippedByStats']} by stats)"
+    )
+    if not args.output:
+        print(rows.slice(0, 20).to_pandas().to_string() if rows.num_rows and _has_pandas() else rows.slice(0, 20))
+
+
+def _has_pandas() -> bool:
+    try:
+        import pandas  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def cmd_demo(args: argparse.Namespace) -> None:
+    corpus = os.environ.get("DELTALITE_DEMO_TABLE") or os.path.join(
+        os.path.dirname(os.path.abspath(".")), "shared", "corpus", "delta-kernel-defaults", "basic-with-checkpoint"
+    )
+    print(f"deltalite {__version__}: describing {corpus}\n")
+    args.table, args.version, args.storage_option = corpus, None, None
+    cmd_describe(args)
+    from airflow_provider_deltalite.engine.scan import scan
+
+    rows, metrics = scan(_open(args).snapshot())
+    print(f"\nscan: {metrics.rows} rows from {metrics.files_read} files")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", help="print exactly one JSON document on stdout")
+    common.add_argument(
+        "--storage-option", action="append", metavar="KEY=VALUE", help="fsspec storage option (repeatable)"
+    )
+    parser = _Parser(prog="deltalite", description="Delta Lake table maintenance and inspection.")
+    parser.add_argument("--version", action="version", version=f"deltalite {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("describe", parents=[common], help="version, files, schema, protocol, properties")
+    p.add_argument("table")
+    p.add_argument("--version", type=_non_negative, dest="version")
+    p.set_defaults(func=cmd_describe)
+
+    p = sub.add_parser("files", parents=[common], help="the live files of a version")
+    p.add_argument("table")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--version", type=_non_negative, dest="version")
+    group.add_argument("--timestamp", help="ISO-8601 time; the newest version committed at or before it")
+    p.set_defaults(func=cmd_files)
+
+    p = sub.add_parser("history", parents=[common], help="commitInfo per version, newest first")
+    p.add_argument("table")
+    p.add_argument("--limit", type=_non_negative)
+    p.set_defaults(func=cmd_history)
+
+    p = sub.add_parser("scan", parents=[common], help="read rows, with pruning and skipping")
+    p.add_argument("table")
+    p.add_argument("--version", type=_non_negative, dest="version")
+    p.add_argument("--columns", help="comma-separated column names")
+    p.add_argument("--filter", help="e.g. \"date = '2024-01-01' AND id > 10\"")
+    p.add_argument("--output", help="write the rows to this Parquet file")
+    p.set_defaults(func=cmd_scan)
+
+    p = sub.add_parser("demo", parents=[common], help=argparse.SUPPRESS)
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (0 success, 2 bad input or a table error)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        args.func(args)
+    except DeltaLiteError as exc:
+        sys.stderr.write(f"deltalite: error: {exc}\n")
+        return EXIT_ERROR
+    except (ValueError, OSError) as exc:
+        sys.stderr.write(f"deltalite: error: {' '.join(str(exc).split())}\n")
+        return EXIT_ERROR
+    except BrokenPipeError:
+        return 0
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

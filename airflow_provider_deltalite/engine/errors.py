@@ -1,0 +1,96 @@
+"""Typed errors raised by the engine; every message is one line naming the table and the problem."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit, urlunsplit
+
+
+def redact_uri(uri: str | None) -> str | None:
+    """Drop user info and query strings from a URI so credentials never reach a message."""
+    if uri is None:
+        return None
+    try:
+        parts = urlsplit(uri)
+    except ValueError:
+        return "<unparseable uri>"
+    if not parts.scheme or len(parts.scheme) == 1:  # plain path or a Windows drive letter
+        return uri
+    netloc = parts.hostname or ""
+    if parts.port:
+        netloc = f"{netloc}:{parts.port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+class DeltaLiteError(Exception):
+    """Base class of every error deltalite raises on purpose.
+
+    Attributes:
+        table_uri: the table the error is about (credentials removed), or None.
+        problem: the message without the table prefix.
+    """
+
+    def __init__(self, problem: str, table_uri: str | None = None) -> None:
+        self.problem = " ".join(str(problem).split())  # one line, always
+        self.table_uri = redact_uri(table_uri)
+        super().__init__(self.problem if self.table_uri is None else f"table {self.table_uri}: {self.problem}")
+
+
+class TableNotFound(DeltaLiteError):
+    """The path does not exist, or holds no `_delta_log`, or the log holds no commits."""
+
+
+class VersionNotFound(DeltaLiteError):
+    """A requested version or timestamp is outside what the log can reconstruct.
+
+    Attributes:
+        earliest: the oldest version that can be read, when known.
+        latest: the newest version, when known.
+    """
+
+    def __init__(
+        self,
+        problem: str,
+        table_uri: str | None = None,
+        *,
+        earliest: int | None = None,
+        latest: int | None = None,
+    ) -> None:
+        self.earliest = earliest
+        self.latest = latest
+        super().__init__(problem, table_uri)
+
+
+class CorruptLog(DeltaLiteError):
+    """The log cannot be replayed: a gap in versions, a bad commit line, an unreadable checkpoint."""
+
+
+class CheckpointUnreadable(CorruptLog):
+    """A checkpoint file (or part, or sidecar) is missing or cannot be parsed; older checkpoints may still serve."""
+
+
+class ProtocolNotSupported(DeltaLiteError):
+    """The table needs a reader or writer feature (or version) that deltalite does not implement.
+
+    Attributes:
+        features: the feature names (or `minReaderVersion=N`) that are not supported.
+    """
+
+    def __init__(self, problem: str, table_uri: str | None = None, *, features: tuple[str, ...] = ()) -> None:
+        self.features = tuple(features)
+        super().__init__(problem, table_uri)
+
+
+class InvalidTableProperty(DeltaLiteError):
+    """A table property holds a value that does not parse (an interval, a number)."""
+
+
+class SchemaError(DeltaLiteError):
+    """The table schema or a data file's schema cannot be understood."""
+
+
+class InvalidExpression(DeltaLiteError):
+    """A filter or predicate does not parse, or names a column the table does not have."""
+
+
+class StorageError(DeltaLiteError):
+    """The storage backend failed (permissions, network) in a way that is not a missing file."""

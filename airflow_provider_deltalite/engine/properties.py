@@ -1,0 +1,133 @@
+"""Table properties (`metaData.configuration`) with the protocol's defaults and typed, validated accessors."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from airflow_provider_deltalite.engine.errors import InvalidTableProperty
+
+# Defaults as the reference implementation's DeltaConfig defines them.
+DEFAULTS: dict[str, str] = {
+    "delta.appendOnly": "false",
+    "delta.checkpointInterval": "10",
+    "delta.deletedFileRetentionDuration": "interval 1 week",
+    "delta.logRetentionDuration": "interval 30 days",
+    "delta.checkpointRetentionDuration": "interval 2 days",
+    "delta.enableExpiredLogCleanup": "true",
+    "delta.checkpoint.writeStatsAsJson": "true",
+    "delta.checkpoint.writeStatsAsStruct": "true",
+    "delta.checkpointPolicy": "classic",
+    "delta.dataSkippingNumIndexedCols": "32",
+    "delta.enableDeletionVectors": "false",
+    "delta.enableChangeDataFeed": "false",
+    "delta.columnMapping.mode": "none",
+    "delta.enableRowTracking": "false",
+    "delta.enableInCommitTimestamps": "false",
+    "delta.isolationLevel": "Serializable",
+}
+
+_UNIT_MS = {
+    "nanosecond": 1e-6,
+    "microsecond": 1e-3,
+    "millisecond": 1,
+    "second": 1000,
+    "minute": 60_000,
+    "hour": 3_600_000,
+    "day": 86_400_000,
+    "week": 7 * 86_400_000,
+}
+_INTERVAL = re.compile(r"^\s*(?:interval\s+)?(.+?)\s*$", re.IGNORECASE)
+_TERM = re.compile(r"\s*(-?\d+(?:\.\d+)?)\s*([a-zA-Z]+)\s*")
+
+
+def parse_interval_ms(text: str) -> int:
+    """Parse a Spark calendar interval such as ``interval 7 days`` or ``1 week 2 hours`` into milliseconds.
+
+    Raises:
+        ValueError: the text is not an interval (months and years are refused: they have no fixed length).
+
+    Example:
+        >>> parse_interval_ms("interval 1 week")
+        604800000
+    """
+    m = _INTERVAL.match(str(text))
+    body = m.group(1) if m else ""
+    pos, total, terms = 0, 0.0, 0
+    while pos < len(body):
+        t = _TERM.match(body, pos)
+        if not t:
+            raise ValueError(f"not an interval: {text!r}")
+        unit = t.group(2).lower().rstrip("s")
+        unit = {"ms": "millisecond", "us": "microsecond", "sec": "second", "min": "minute", "hr": "hour"}.get(unit, unit)
+        if unit not in _UNIT_MS:
+            raise ValueError(f"unknown interval unit {t.group(2)!r} in {text!r}")
+        total += float(t.group(1)) * _UNIT_MS[unit]
+        terms += 1
+        pos = t.end()
+    if terms == 0:
+        raise ValueError(f"not an interval: {text!r}")
+    return int(total)
+
+
+class TableProperties(Mapping[str, str]):
+    """The table's configuration, falling back to protocol defaults; typed getters raise InvalidTableProperty.
+
+    Example:
+        >>> TableProperties({"delta.logRetentionDuration": "interval 2 days"}).interval_ms("delta.logRetentionDuration")
+        172800000
+    """
+
+    def __init__(self, configuration: Mapping[str, str] | None, table_uri: str | None = None) -> None:
+        self._explicit = {str(k): str(v) if v is not None else "" for k, v in (configuration or {}).items()}
+        self._table_uri = table_uri
+
+    def __getitem__(self, key: str) -> str:
+        if key in self._explicit:
+            return self._explicit[key]
+        return DEFAULTS[key]
+
+    def __iter__(self):
+        return iter({**DEFAULTS, **self._explicit})
+
+    def __len__(self) -> int:
+        return len({**DEFAULTS, **self._explicit})
+
+    @property
+    def explicit(self) -> dict[str, str]:
+        """Only the properties set on the table."""
+        return dict(self._explicit)
+
+    def _bad(self, key: str, why: str) -> InvalidTableProperty:
+        return InvalidTableProperty(f"property {key}={self.get(key)!r} is invalid: {why}", self._table_uri)
+
+    def interval_ms(self, key: str) -> int:
+        """An interval property in milliseconds."""
+        try:
+            value = parse_interval_ms(self[key])
+        except ValueError as exc:
+            raise self._bad(key, str(exc)) from None
+        if value < 0:
+            raise self._bad(key, "negative interval")
+        return value
+
+    def integer(self, key: str) -> int:
+        """An integer property."""
+        try:
+            return int(self[key])
+        except ValueError:
+            raise self._bad(key, "not an integer") from None
+
+    def positive_integer(self, key: str) -> int:
+        """An integer property that must be at least 1."""
+        value = self.integer(key)
+        if value < 1:
+            raise self._bad(key, "must be at least 1")
+        return value
+
+    def boolean(self, key: str) -> bool:
+        """A boolean property (``true``/``false``, any case)."""
+        value = self.get(key, "false").strip().lower()
+        if value not in ("true", "false"):
+            raise self._bad(key, "not a boolean")
+        return value == "true"

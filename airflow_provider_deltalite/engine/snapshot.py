@@ -1,0 +1,360 @@
+"""A table at one version: protocol, metadata, schema, properties, live files and tombstones."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from airflow_provider_deltalite.engine import actions as A
+from airflow_provider_deltalite.engine.errors import CheckpointUnreadable, CorruptLog
+from airflow_provider_deltalite.engine.features import ProtocolView, ensure_readable
+from airflow_provider_deltalite.engine.log_path import LogFileKind
+from airflow_provider_deltalite.engine.log_segment import LogSegment, build_log_segment, list_log, load_log_segment
+from airflow_provider_deltalite.engine.properties import TableProperties
+from airflow_provider_deltalite.engine.replay import (
+    NonFileAction,
+    _clean_commit_bytes,
+    checkpoint_file_actions,
+    find_non_file_actions,
+    latest_non_file_state,
+    parse_commit_file_actions,
+    read_checkpoint,
+    reconcile,
+)
+from airflow_provider_deltalite.engine.schema import (
+    column_mapping_mode,
+    delta_schema_to_arrow,
+    parse_partition_values,
+    parse_schema_string,
+    physical_name,
+)
+from airflow_provider_deltalite.engine.storage import Storage
+
+_INTERNAL = ("_version", "_seq")
+
+
+@dataclass(frozen=True)
+class TableState:
+    """The reconciled result of replaying a log segment (everything a Snapshot is built from)."""
+
+    version: int
+    protocol: dict[str, Any]
+    metadata: dict[str, Any]
+    txn: dict[str, dict[str, Any]]
+    domain_metadata: dict[str, dict[str, Any]]
+    commit_infos: dict[int, dict[str, Any]]
+    live: pa.Table
+    tombstones: pa.Table
+    segment: LogSegment
+
+
+class Snapshot:
+    """The state of a Delta table at one version.
+
+    Build it with ``DeltaTable(uri).snapshot(version=None, timestamp=None)``.
+
+    Example:
+        >>> snap = DeltaTable("/data/events").snapshot()  # doctest: +SKIP
+        >>> snap.version, snap.num_files, snap.partition_columns  # doctest: +SKIP
+        (12, 40, ['date'])
+    """
+
+    def __init__(self, storage: Storage, state: TableState) -> None:
+        self._storage = storage
+        self._state = state
+        self.table_uri = storage.table_uri
+        self.version = state.version
+        self.protocol = ProtocolView.from_action(state.protocol)
+        self.metadata = state.metadata
+        self.properties = TableProperties(state.metadata.get("configuration") or {}, self.table_uri)
+        # A metaData without schemaString (seen in test tables) describes no columns; treat it as an empty schema.
+        schema_string = state.metadata.get("schemaString") or '{"type":"struct","fields":[]}'
+        self.schema = parse_schema_string(schema_string, table_uri=self.table_uri)
+        self.column_mapping_mode = column_mapping_mode(self.properties.explicit)
+        self.partition_columns: list[str] = list(state.metadata.get("partitionColumns") or [])
+        fields = {f["name"]: f for f in self.schema["fields"]}
+        missing = [c for c in self.partition_columns if c not in fields]
+        if missing:
+            raise CorruptLog(f"partition column '{missing[0]}' is not in the table schema", self.table_uri)
+        self._partition_fields = [fields[c] for c in self.partition_columns]
+        self.partition_physical_names = [physical_name(f, self.column_mapping_mode) for f in self._partition_fields]
+        self.app_transactions = state.txn
+        self.domain_metadata = state.domain_metadata
+
+    # -- schema -----------------------------------------------------------------------------------------
+
+    @cached_property
+    def arrow_schema(self) -> pa.Schema:
+        """The logical Arrow schema of the table's rows (partition columns included, in schema order)."""
+        return delta_schema_to_arrow(self.schema)
+
+    @cached_property
+    def data_schema(self) -> pa.Schema:
+        """The logical Arrow schema of the columns stored in data files (partition columns excluded)."""
+        return delta_schema_to_arrow(self.schema, exclude=self.partition_columns)
+
+    @property
+    def table_id(self) -> str | None:
+        """The table's `metaData.id`."""
+        return self.metadata.get("id")
+
+    # -- files ------------------------------------------------------------------------------------------
+
+    @cached_property
+    def raw_files(self) -> pa.Table:
+        """Live `add` actions as replayed (raw partition value strings keyed by physical name, stats as JSON)."""
+        return self._state.live.drop_columns(list(_INTERNAL))
+
+    @cached_property
+    def partition_values(self) -> pa.Table:
+        """Typed partition values of each live file, one column per partition column (logical names)."""
+        raw = self.raw_files.column("partitionValues").combine_chunks()
+        columns = {}
+        for field, physical in zip(self._partition_fields, self.partition_physical_names, strict=True):
+            columns[field["name"]] = parse_partition_values(
+                raw.field(physical), field["type"], column=field["name"], table_uri=self.table_uri
+            )
+        if not columns:  # keep the row count: a table without columns still has one row per file
+            return pa.table({"_": pa.nulls(len(raw))}).drop_columns(["_"])
+        return pa.table(columns)
+
+    @cached_property
+    def stats(self) -> pa.StructArray:
+        """Parsed per-file statistics (numRecords, tightBounds, minValues, maxValues, nullCount; logical names)."""
+        from airflow_provider_deltalite.engine.stats import parse_stats
+
+        names = {
+            f["name"]: physical_name(f, self.column_mapping_mode)
+            for f in self.schema["fields"]
+            if f["name"] not in self.partition_columns
+        }
+        return parse_stats(
+            self.raw_files.column("stats").combine_chunks(),
+            self.data_schema,
+            physical_names=names,
+            table_uri=self.table_uri,
+        )
+
+    @cached_property
+    def files(self) -> pa.Table:
+        """Live files as an Arrow table.
+
+        Columns: path (as written in the log), size, modificationTime, dataChange, partitionValues (raw strings keyed by
+        physical name), partition (typed, logical names), stats (JSON as written), stats_parsed, numRecords,
+        deletionVector, tags, baseRowId, defaultRowCommitVersion, clusteringProvider.
+        """
+        raw = self.raw_files
+        stats = self.stats
+        partition = self.partition_values
+        partition_struct = (
+            pa.StructArray.from_arrays([c.combine_chunks() for c in partition.columns], names=partition.column_names)
+            if partition.num_columns
+            else pa.array([{}] * raw.num_rows, pa.struct([]))
+        )
+        table = raw.append_column("partition", partition_struct)
+        table = table.append_column("stats_parsed", stats)
+        return table.append_column("numRecords", stats.field("numRecords"))
+
+    @property
+    def tombstones(self) -> pa.Table:
+        """Surviving `remove` actions (what VACUUM must still protect until they expire)."""
+        return self._state.tombstones.drop_columns(list(_INTERNAL))
+
+    @property
+    def num_files(self) -> int:
+        return self._state.live.num_rows
+
+    @property
+    def size_in_bytes(self) -> int:
+        sizes = self._state.live.column("size")
+        return int(pc.sum(sizes).as_py() or 0)
+
+    # -- commit info ------------------------------------------------------------------------------------
+
+    @property
+    def commit_info(self) -> dict[str, Any] | None:
+        """The commitInfo of this version, when its commit file was read."""
+        return self._state.commit_infos.get(self.version)
+
+    @cached_property
+    def timestamp(self) -> int:
+        """The version's timestamp in ms: the in-commit timestamp when the table enables them, else the file time."""
+        return commit_timestamp(self._storage, self._state.segment, self.version, self.properties, self._state)
+
+    def __repr__(self) -> str:
+        return f"Snapshot(table={self.table_uri!r}, version={self.version}, files={self.num_files})"
+
+
+def in_commit_timestamps_enabled(properties: TableProperties, version: int) -> bool:
+    """Whether ``version`` carries an in-commit timestamp that defines its time."""
+    if not properties.boolean("delta.enableInCommitTimestamps"):
+        return False
+    since = properties.get("delta.inCommitTimestampEnablementVersion")
+    return since is None or version >= int(since)
+
+
+def commit_timestamp(
+    storage: Storage, segment: LogSegment, version: int, properties: TableProperties, state: TableState | None
+) -> int:
+    """The timestamp of ``version``, per the protocol's rules."""
+    if in_commit_timestamps_enabled(properties, version):
+        info = state.commit_infos.get(version) if state else None
+        if info is None:
+            info = read_commit_info(storage, version)
+        if info and isinstance(info.get("inCommitTimestamp"), int):
+            return info["inCommitTimestamp"]
+    for f in reversed(segment.listing):
+        if f.version == version and f.parsed.kind is LogFileKind.COMMIT:
+            return f.info.modification_time
+    for f in reversed(segment.listing):
+        if f.version == version:
+            return f.info.modification_time
+    return 0
+
+
+def read_commit_info(storage: Storage, version: int) -> dict[str, Any] | None:
+    """The commitInfo action of one commit file, or None when the file or the action is missing."""
+    from airflow_provider_deltalite.engine.log_path import LOG_DIR, commit_name
+
+    try:
+        data = _clean_commit_bytes(storage.read(f"{LOG_DIR}/{commit_name(version)}"))
+    except FileNotFoundError:
+        return None
+    for action in find_non_file_actions([(version, data)], storage.table_uri):
+        if action.name == A.COMMIT_INFO:
+            return action.value
+    return None
+
+
+def _partition_physical_union(actions: Sequence[NonFileAction], table_uri: str | None) -> list[str]:
+    names: dict[str, None] = {}
+    for action in actions:
+        if action.name != A.METADATA:
+            continue
+        meta = action.value
+        try:
+            schema = parse_schema_string(meta.get("schemaString") or '{"fields":[]}', table_uri=table_uri)
+        except Exception:  # noqa: BLE001 - an old, unreadable schema only matters if it is the latest one
+            schema = {"fields": []}
+        mode = column_mapping_mode(meta.get("configuration") or {})
+        fields = {f["name"]: f for f in schema.get("fields", [])}
+        for col in meta.get("partitionColumns") or []:
+            names[physical_name(fields[col], mode) if col in fields else col] = None
+    return list(names)
+
+
+def replay_segment(storage: Storage, segment: LogSegment) -> TableState:
+    """Read and reconcile every file of a segment into a TableState."""
+    uri = storage.table_uri
+    checkpoint = read_checkpoint(storage, segment.checkpoint) if segment.checkpoint else None
+    try:
+        raw = storage.read_many([c.path for c in segment.commits])
+    except FileNotFoundError:
+        raise CorruptLog("a commit file disappeared while reading the log", uri) from None
+    contents = [(c.version, _clean_commit_bytes(d)) for c, d in zip(segment.commits, raw, strict=True)]
+    empty = [c.version for c, (_, d) in zip(segment.commits, contents, strict=True) if not d.strip()]
+    if empty:
+        raise CorruptLog(f"commit {empty[0]} is an empty file", uri)
+    non_file = (checkpoint.non_file if checkpoint else []) + find_non_file_actions(contents, uri)
+    state = latest_non_file_state(non_file)
+    if state["protocol"] is None:
+        raise CorruptLog(f"no protocol action found up to version {segment.version}", uri)
+    ensure_readable(ProtocolView.from_action(state["protocol"]), uri)
+    if state["metaData"] is None:
+        raise CorruptLog(f"no metaData action found up to version {segment.version}", uri)
+    partition_columns = _partition_physical_union(non_file, uri)
+    adds, removes = [], []
+    if checkpoint is not None:
+        a, r = checkpoint_file_actions(checkpoint, partition_columns, uri)
+        adds.append(a)
+        removes.append(r)
+    a, r = parse_commit_file_actions(contents, partition_columns, uri)
+    adds.append(a)
+    removes.append(r)
+    adds_t = pa.concat_tables(adds, promote_options="permissive")
+    removes_t = pa.concat_tables(removes, promote_options="permissive")
+    live, tombstones = reconcile(adds_t, removes_t, _path_normalizer(storage))
+    return TableState(
+        version=segment.version,
+        protocol=state["protocol"],
+        metadata=state["metaData"],
+        txn=state["txn"],
+        domain_metadata=state["domainMetadata"],
+        commit_infos=state["commitInfo"],
+        live=live,
+        tombstones=tombstones,
+        segment=segment,
+    )
+
+
+def _path_normalizer(storage: Storage):
+    def normalize(path: str) -> str:
+        full = storage.resolve_data_path(path)
+        rel = storage.relative_to_root(full)
+        return rel if rel is not None else full
+
+    return normalize
+
+
+def load_snapshot(storage: Storage, version: int | None = None) -> Snapshot:
+    """Build the snapshot of ``version`` (None: latest), falling back to older checkpoints when one is unreadable."""
+    segment = load_log_segment(storage, version)
+    bad: set[int] = set()
+    while True:
+        try:
+            return Snapshot(storage, replay_segment(storage, segment))
+        except CheckpointUnreadable:
+            if segment.checkpoint is None or segment.checkpoint.version in bad:
+                raise
+            bad.add(segment.checkpoint.version)
+            files = [
+                f
+                for f in list_log(storage, 0)
+                if not (f.version in bad and f.parsed.kind not in (LogFileKind.COMMIT, LogFileKind.CRC))
+            ]
+            try:
+                segment = build_log_segment(files, segment.version, storage.table_uri)
+            except CorruptLog as exc:
+                raise CorruptLog(
+                    f"checkpoint {min(bad)} is unreadable and no older checkpoint or full log can replace it "
+                    f"({exc.problem})",
+                    storage.table_uri,
+                ) from None
+
+
+def history_entries(storage: Storage, limit: int | None = None) -> list[dict[str, Any]]:
+    """commitInfo of each commit still in the log, newest first, with ``version`` filled in."""
+    files = [f for f in list_log(storage, 0) if f.parsed.kind is LogFileKind.COMMIT]
+    files.sort(key=lambda f: f.version, reverse=True)
+    if limit is not None:
+        files = files[:limit]
+    raw = storage.read_many([f.path for f in files])
+    out = []
+    for f, data in zip(files, raw, strict=True):
+        info: dict[str, Any] = {}
+        for action in find_non_file_actions([(f.version, _clean_commit_bytes(data))], storage.table_uri):
+            if action.name == A.COMMIT_INFO:
+                info = dict(action.value)
+                break
+        info["version"] = f.version
+        info.setdefault("timestamp", f.info.modification_time)
+        out.append(info)
+    return out
+
+
+def json_default(value: Any) -> Any:
+    """JSON encoder fallback for values coming out of Arrow (dates, decimals, bytes)."""
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return value.hex()
+    return str(value)
+
+
+__all__ = ["Snapshot", "TableState", "load_snapshot", "history_entries", "json_default", "json"]

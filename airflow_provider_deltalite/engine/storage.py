@@ -1,0 +1,250 @@
+"""One storage interface over fsspec: listing the log from a version, reads, and create-only writes."""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import fsspec
+
+from airflow_provider_deltalite.engine.errors import StorageError, TableNotFound, redact_uri
+
+# Options that configure deltalite itself rather than the fsspec backend.
+_DELTALITE_OPTIONS = ("deltalite_single_writer",)
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """One listed object: its name relative to the listed directory, size in bytes, and mtime in ms."""
+
+    name: str
+    size: int
+    modification_time: int
+
+
+def _mtime_ms(entry: Mapping[str, Any]) -> int:
+    # Each backend names the modification time differently; the log needs it only for commit timestamps.
+    for key in ("mtime", "LastModified", "last_modified", "updated", "created", "modified"):
+        value = entry.get(key)
+        if value is None:
+            continue
+        if isinstance(value, datetime):
+            return int(value.timestamp() * 1000)
+        if isinstance(value, int | float):
+            return int(value * 1000) if value < 1e11 else int(value)
+        if isinstance(value, str):
+            try:
+                return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000)
+            except ValueError:
+                continue
+    return 0
+
+
+def normalize_table_uri(uri: str) -> str:
+    """Turn a user-supplied table location into a URI fsspec understands (relative paths become absolute)."""
+    if not isinstance(uri, str) or not uri.strip():
+        raise TableNotFound("empty table URI")
+    uri = uri.strip()
+    scheme = urlsplit(uri).scheme
+    if not scheme or len(scheme) == 1:
+        return os.path.abspath(os.path.expanduser(uri))
+    if scheme == "file":
+        path = uri[len("file:") :]
+        path = "/" + path.lstrip("/")
+        return unquote(path)
+    return uri.rstrip("/")
+
+
+class Storage:
+    """Files of one table, addressed by paths relative to the table root.
+
+    The same object serves local paths, ``file://``, ``memory://``, ``s3://``, ``gs://`` and ``abfs://``; every
+    method takes paths relative to the table root (``_delta_log/00000000000000000000.json``) or absolute URIs.
+
+    Example:
+        >>> storage = Storage("/tmp/table")
+        >>> [f.name for f in storage.list_from("_delta_log", "00000000000000000010")]  # doctest: +SKIP
+    """
+
+    def __init__(self, table_uri: str, storage_options: Mapping[str, Any] | None = None) -> None:
+        self.table_uri = normalize_table_uri(table_uri)
+        options = dict(storage_options or {})
+        self.single_writer = str(options.pop("deltalite_single_writer", "false")).lower() in ("1", "true", "yes")
+        for key in _DELTALITE_OPTIONS:
+            options.pop(key, None)
+        self._options = options
+        try:
+            self.fs, root = fsspec.core.url_to_fs(self.table_uri, **options)
+        except (ImportError, ValueError) as exc:
+            raise StorageError(f"cannot open storage: {type(exc).__name__}: {exc}", self.table_uri) from None
+        self.root = root.rstrip("/") or "/"
+        self.protocol = self.fs.protocol[0] if isinstance(self.fs.protocol, tuple | list) else self.fs.protocol
+
+    # The fsspec filesystem holds sockets and event loops; Spark ships Storage to executors, so rebuild it there.
+    def __getstate__(self) -> dict[str, Any]:
+        return {"table_uri": self.table_uri, "options": self._options, "single_writer": self.single_writer}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        options = dict(state["options"])
+        if state["single_writer"]:
+            options["deltalite_single_writer"] = "true"
+        self.__init__(state["table_uri"], options)  # type: ignore[misc]
+
+    # -- paths -------------------------------------------------------------------------------------------
+
+    def full_path(self, path: str) -> str:
+        """The backend path of ``path`` (relative to the root, or an absolute URI of this store)."""
+        if "://" in path or path.startswith("file:"):
+            return self.fs._strip_protocol(path)
+        if path.startswith("/") and self.protocol in ("file", "local"):
+            return path
+        return posixpath.join(self.root, path) if self.root != "/" else "/" + path
+
+    def resolve_data_path(self, path_in_log: str) -> str:
+        """Resolve an add/remove ``path`` exactly as the protocol says: a URI-encoded relative path or an absolute URI.
+
+        The value is decoded once; relative paths are joined to the table root.
+        """
+        if _is_absolute_uri(path_in_log):
+            return self.full_path(absolute_uri_to_path(path_in_log))
+        return self.full_path(unquote(path_in_log))
+
+    def relative_to_root(self, full_path: str) -> str | None:
+        """The path relative to the table root, or None when ``full_path`` lies outside it."""
+        prefix = self.root.rstrip("/") + "/"
+        return full_path[len(prefix) :] if full_path.startswith(prefix) else None
+
+    # -- reads ---------------------------------------------------------------------------------------------
+
+    def exists(self, path: str) -> bool:
+        """Whether a file or directory exists."""
+        try:
+            return bool(self.fs.exists(self.full_path(path)))
+        except (PermissionError, OSError) as exc:
+            raise self._wrap(exc, path) from None
+
+    def is_dir(self, path: str) -> bool:
+        """Whether ``path`` is a directory (or a prefix holding objects)."""
+        try:
+            return bool(self.fs.isdir(self.full_path(path)))
+        except (PermissionError, OSError) as exc:
+            raise self._wrap(exc, path) from None
+
+    def read(self, path: str) -> bytes:
+        """The whole content of a file. Raises FileNotFoundError when it does not exist."""
+        try:
+            return self.fs.cat_file(self.full_path(path))
+        except FileNotFoundError:
+            raise
+        except (PermissionError, OSError) as exc:
+            raise self._wrap(exc, path) from None
+
+    def read_many(self, paths: Iterable[str]) -> list[bytes]:
+        """The contents of several files, fetched concurrently where the backend can."""
+        paths = list(paths)
+        if not paths:
+            return []
+        full = [self.full_path(p) for p in paths]
+        try:
+            if len(full) == 1:
+                return [self.fs.cat_file(full[0])]
+            result = self.fs.cat(full, on_error="raise")
+        except FileNotFoundError:
+            raise
+        except (PermissionError, OSError) as exc:
+            raise self._wrap(exc, paths[0]) from None
+        return [result[p] for p in full]
+
+    def read_range(self, path: str, start: int, length: int) -> bytes:
+        """``length`` bytes of a file starting at ``start``."""
+        try:
+            return self.fs.cat_file(self.full_path(path), start=start, end=start + length)
+        except FileNotFoundError:
+            raise
+        except (PermissionError, OSError) as exc:
+            raise self._wrap(exc, path) from None
+
+    def open_input(self, path: str) -> Any:
+        """A binary file object for random access reads (Parquet)."""
+        try:
+            return self.fs.open(self.full_path(path), "rb")
+        except FileNotFoundError:
+            raise
+        except (PermissionError, OSError) as exc:
+            raise self._wrap(exc, path) from None
+
+    def list_from(self, directory: str, start_name: str = "") -> list[FileInfo]:
+        """Files directly inside ``directory`` whose name sorts at or after ``start_name``, sorted by name.
+
+        On S3 this asks the server to start the listing there (``StartAfter``), so a long log is not listed whole.
+        """
+        full_dir = self.full_path(directory).rstrip("/")
+        try:
+            if self.protocol in ("s3", "s3a") and start_name:
+                entries = self._s3_list_from(full_dir, start_name)
+            else:
+                raw = self.fs.ls(full_dir, detail=True)
+                entries = []
+                for entry in raw:
+                    if entry.get("type") == "directory":
+                        continue
+                    name = entry["name"].rstrip("/").rsplit("/", 1)[-1]
+                    if name >= start_name:
+                        entries.append(FileInfo(name, int(entry.get("size") or 0), _mtime_ms(entry)))
+        except FileNotFoundError:
+            raise
+        except (PermissionError, OSError) as exc:
+            raise self._wrap(exc, directory) from None
+        entries.sort(key=lambda f: f.name)
+        return entries
+
+    def _s3_list_from(self, full_dir: str, start_name: str) -> list[FileInfo]:
+        from fsspec.asyn import sync
+
+        bucket, _, key_prefix = full_dir.partition("/")
+        prefix = key_prefix.rstrip("/") + "/" if key_prefix else ""
+        # StartAfter is exclusive; start from the name just before start_name so start_name itself is included.
+        start_after = prefix + start_name[:-1] + chr(ord(start_name[-1]) - 1) + "\U0010ffff"
+        out: list[FileInfo] = []
+        token = None
+        while True:
+            kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "Delimiter": "/"}
+            if token:
+                kwargs["ContinuationToken"] = token
+            else:
+                kwargs["StartAfter"] = start_after
+            response = sync(self.fs.loop, self.fs._call_s3, "list_objects_v2", **kwargs)
+            for obj in response.get("Contents", []):
+                name = obj["Key"][len(prefix) :]
+                if name and "/" not in name and name >= start_name:
+                    out.append(FileInfo(name, int(obj.get("Size", 0)), _mtime_ms(obj)))
+            if not response.get("IsTruncated"):
+                break
+            token = response.get("NextContinuationToken")
+        if not out and not self.fs.exists(full_dir):
+            raise FileNotFoundError(full_dir)
+        return out
+
+    def _wrap(self, exc: BaseException, path: str) -> StorageError:
+        return StorageError(f"storage error on {path}: {type(exc).__name__}: {exc}", self.table_uri)
+
+    def __repr__(self) -> str:
+        return f"Storage({redact_uri(self.table_uri)!r})"
+
+
+def _is_absolute_uri(path: str) -> bool:
+    scheme = urlsplit(path).scheme
+    return (bool(scheme) and len(scheme) > 1) or path.startswith("/")
+
+
+def absolute_uri_to_path(uri: str) -> str:
+    """Decode an absolute URI from the log (``file:/a%20b``, ``s3://b/k``) into a path the store accepts."""
+    parts = urlsplit(uri)
+    if parts.scheme in ("file", ""):
+        return unquote(parts.path)
+    return f"{parts.scheme}://{parts.netloc}{unquote(parts.path)}"

@@ -1,0 +1,134 @@
+"""`DeltaTable`: the entry point to a table, opened by URI and storage options."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+from airflow_provider_deltalite.engine.errors import VersionNotFound
+from airflow_provider_deltalite.engine.log_path import LogFileKind
+from airflow_provider_deltalite.engine.log_segment import earliest_version, list_log, load_log_segment
+from airflow_provider_deltalite.engine.snapshot import (
+    Snapshot,
+    history_entries,
+    in_commit_timestamps_enabled,
+    load_snapshot,
+    read_commit_info,
+)
+from airflow_provider_deltalite.engine.storage import Storage
+
+
+def parse_timestamp_ms(value: datetime | int | float | str) -> int:
+    """Milliseconds since the epoch from a datetime (naive means UTC), epoch ms, or an ISO-8601 string.
+
+    Example:
+        >>> parse_timestamp_ms("2024-01-01T00:00:00Z")
+        1704067200000
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"not a timestamp: {value!r}")
+    if isinstance(value, int | float):
+        return int(value)
+    if isinstance(value, str):
+        text = value.strip()
+        if text.lstrip("-").isdigit():
+            return int(text)
+        try:
+            value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(f"not a timestamp: {text!r} (use ISO-8601, e.g. 2024-01-31T12:00:00Z)") from None
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)
+        return int(value.timestamp() * 1000)
+    raise ValueError(f"not a timestamp: {value!r}")
+
+
+class DeltaTable:
+    """A Delta table at a URI: a local path, ``file://``, ``memory://``, ``s3://``, ``gs://`` or ``abfs://``.
+
+    Args:
+        uri: where the table lives.
+        storage_options: fsspec options for the backend (credentials, endpoint). They are never logged.
+
+    Example:
+        >>> table = DeltaTable("s3://bucket/events", storage_options={"endpoint_url": "http://127.0.0.1:5000"})
+        >>> snap = table.snapshot()  # doctest: +SKIP
+        >>> snap.files.num_rows  # doctest: +SKIP
+    """
+
+    def __init__(self, uri: str, storage_options: Mapping[str, Any] | None = None) -> None:
+        self.storage = Storage(uri, storage_options)
+        self.uri = self.storage.table_uri
+
+    def snapshot(self, version: int | None = None, timestamp: datetime | int | str | None = None) -> Snapshot:
+        """The table at ``version``, at the newest version committed at or before ``timestamp``, or the latest.
+
+        Raises:
+            TableNotFound: the path does not exist or is not a Delta table.
+            VersionNotFound: the version does not exist, or the timestamp is before the first commit.
+            CorruptLog: the log cannot be replayed.
+            ProtocolNotSupported: the table needs a reader feature deltalite does not implement.
+        """
+        if version is not None and timestamp is not None:
+            raise ValueError("pass either version or timestamp, not both")
+        if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+            raise VersionNotFound(f"version must be a non-negative integer, not {version!r}", self.uri)
+        if timestamp is not None:
+            version = self.version_at(timestamp)
+        return load_snapshot(self.storage, version)
+
+    def latest_version(self) -> int:
+        """The newest version in the log (listing only; no replay)."""
+        return load_log_segment(self.storage, None).version
+
+    def version_at(self, timestamp: datetime | int | str) -> int:
+        """The newest version whose commit timestamp is at or before ``timestamp``."""
+        try:
+            target = parse_timestamp_ms(timestamp)
+        except ValueError as exc:
+            raise VersionNotFound(str(exc), self.uri) from None
+        files = list_log(self.storage, 0)
+        earliest = earliest_version(files)
+        latest_snapshot = load_snapshot(self.storage, None)
+        props = latest_snapshot.properties
+        commits = sorted((f for f in files if f.parsed.kind is LogFileKind.COMMIT), key=lambda f: f.version)
+        times: list[tuple[int, int]] = []
+        previous = None
+        for f in commits:
+            if earliest is not None and f.version < earliest:
+                continue
+            ts = f.info.modification_time
+            if in_commit_timestamps_enabled(props, f.version):
+                info = read_commit_info(self.storage, f.version) or {}
+                ts = info.get("inCommitTimestamp", ts)
+            elif previous is not None and ts <= previous:
+                ts = previous + 1  # file times can go backwards; the reference makes them monotonic the same way
+            times.append((f.version, ts))
+            previous = ts
+        if not times or target < times[0][1]:
+            first = times[0] if times else (earliest, None)
+            when = datetime.fromtimestamp(first[1] / 1000, timezone.utc).isoformat() if first[1] else "unknown"
+            raise VersionNotFound(
+                f"timestamp {datetime.fromtimestamp(target / 1000, timezone.utc).isoformat()} is before the earliest "
+                f"available version {first[0]} (committed {when})",
+                self.uri,
+                earliest=earliest,
+                latest=latest_snapshot.version,
+            )
+        chosen = times[0][0]
+        for version, ts in times:
+            if ts <= target:
+                chosen = version
+            else:
+                break
+        return chosen
+
+    def history(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """commitInfo of each commit, newest first, with ``version`` filled in."""
+        load_log_segment(self.storage, None)  # raises TableNotFound / CorruptLog for a path that is not a table
+        return history_entries(self.storage, limit)
+
+    def __repr__(self) -> str:
+        return f"DeltaTable({self.storage!r})"
