@@ -1,0 +1,55 @@
+"""A real S3 API for the suite: `moto_server` started on 127.0.0.1 for the session, reached through s3fs."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """Storage options for an s3fs client talking to a moto_server this session owns."""
+    pytest.importorskip("s3fs")
+    port = _free_port()
+    server = Path(sys.executable).with_name("moto_server")
+    log = (tmp_path_factory.mktemp("moto") / "moto.log").open("w")
+    proc = subprocess.Popen([str(server), "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=log)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                pytest.fail(f"moto_server did not start on 127.0.0.1:{port}")
+            time.sleep(0.1)
+    os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+    options = {
+        "key": "testing",
+        "secret": "testing",
+        "endpoint_url": f"http://127.0.0.1:{port}",
+        "client_kwargs": {"region_name": "us-east-1"},
+    }
+    try:
+        yield options
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
