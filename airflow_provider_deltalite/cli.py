@@ -156,8 +156,10 @@ def cmd_files(args: argparse.Namespace) -> None:
     for f in doc["files"]:
         dv = " dv" if f["deletionVector"] else ""
         parts = ",".join(f"{k}={v}" for k, v in f["partitionValues"].items())
-        print(f"  {f['size']:>12}  {f['numRecords'] if f['numRecords'] is not None else '-':>10}  {f['path']}{dv}"
-              f"{'  [' + parts + ']' if parts else ''}")
+        print(
+            f"  {f['size']:>12}  {f['numRecords'] if f['numRecords'] is not None else '-':>10}  {f['path']}{dv}"
+            f"{'  [' + parts + ']' if parts else ''}"
+        )
 
 
 def cmd_history(args: argparse.Namespace) -> None:
@@ -214,7 +216,7 @@ def cmd_demo(args: argparse.Namespace) -> None:
     cmd_describe(args)
     from airflow_provider_deltalite.engine.scan import scan
 
-    rows, metrics = scan(_open(args).snapshot())
+    _rows, metrics = scan(_open(args).snapshot())
     print(f"\nscan: {metrics.rows} rows from {metrics.files_read} files")
 
 

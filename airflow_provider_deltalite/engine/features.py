@@ -99,11 +99,15 @@ class ProtocolView:
         if reader >= 3:
             reader_features = tuple(protocol.get("readerFeatures") or ())
         else:
-            reader_features = tuple(f.name for f in FEATURES.values() if f.legacy_reader_version and f.legacy_reader_version <= reader)
+            reader_features = tuple(
+                f.name for f in FEATURES.values() if f.legacy_reader_version and f.legacy_reader_version <= reader
+            )
         if writer >= 7:
             writer_features = tuple(protocol.get("writerFeatures") or ())
         else:
-            writer_features = tuple(f.name for f in FEATURES.values() if f.legacy_writer_version and f.legacy_writer_version <= writer)
+            writer_features = tuple(
+                f.name for f in FEATURES.values() if f.legacy_writer_version and f.legacy_writer_version <= writer
+            )
         return cls(reader, writer, reader_features, writer_features)
 
     @property

@@ -111,7 +111,9 @@ def complete_checkpoints(files: Sequence[LogFile]) -> dict[int, list[CheckpointR
     for (version, num_parts), parts in multipart.items():
         if len(parts) == num_parts:
             ordered = tuple(parts[i] for i in sorted(parts))
-            by_version.setdefault(version, []).append(CheckpointRef(version, ordered, LogFileKind.MULTI_PART_CHECKPOINT))
+            by_version.setdefault(version, []).append(
+                CheckpointRef(version, ordered, LogFileKind.MULTI_PART_CHECKPOINT)
+            )
     # Prefer V2 UUID checkpoints, then classic, then multi-part: the same state, fewer files to read first.
     rank = {LogFileKind.UUID_CHECKPOINT: 0, LogFileKind.CHECKPOINT: 1, LogFileKind.MULTI_PART_CHECKPOINT: 2}
     for refs in by_version.values():

@@ -59,7 +59,9 @@ def parse_interval_ms(text: str) -> int:
         if not t:
             raise ValueError(f"not an interval: {text!r}")
         unit = t.group(2).lower().rstrip("s")
-        unit = {"ms": "millisecond", "us": "microsecond", "sec": "second", "min": "minute", "hr": "hour"}.get(unit, unit)
+        unit = {"ms": "millisecond", "us": "microsecond", "sec": "second", "min": "minute", "hr": "hour"}.get(
+            unit, unit
+        )
         if unit not in _UNIT_MS:
             raise ValueError(f"unknown interval unit {t.group(2)!r} in {text!r}")
         total += float(t.group(1)) * _UNIT_MS[unit]

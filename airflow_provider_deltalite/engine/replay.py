@@ -93,7 +93,7 @@ def find_non_file_actions(
                 raise CorruptLog(f"commit {version} has a line that is not valid JSON", table_uri) from None
             if not isinstance(obj, dict) or len(obj) != 1:
                 continue
-            (name, value), = obj.items()
+            ((name, value),) = obj.items()
             if name in A.NON_FILE_ACTIONS and isinstance(value, dict):
                 found.append(NonFileAction(version, order_base + start, name, value))
     return found
@@ -118,10 +118,7 @@ def parse_commit_file_actions(
         chunks.append(data)
     buffer = b"".join(chunks)
     if not buffer:
-        empty_add = pa.schema(list(schema.field(A.ADD).type) + [pa.field("tags", A.STRING_MAP)])
-        return _with_order(empty_add.empty_table(), [], []), _with_order(
-            pa.schema(list(schema.field(A.REMOVE).type)).empty_table(), [], []
-        )
+        return _empty_file_actions(partition_columns)
     try:
         table = pa_json.read_json(
             pa.BufferReader(buffer),
@@ -139,6 +136,13 @@ def parse_commit_file_actions(
     row_versions = np.repeat(np.asarray(versions, dtype=np.int64), counts)
     tags = _tags_column(buffer, table.num_rows)
     return _split_file_actions(table, row_versions, seq_base, tags)
+
+
+def _empty_file_actions(partition_columns: list[str]) -> tuple[pa.Table, pa.Table]:
+    ps = A.partition_struct(partition_columns)
+    empty_add = pa.schema([*A.add_fields(ps), pa.field("tags", A.STRING_MAP)]).empty_table()
+    empty_remove = pa.schema(A.remove_fields(ps)).empty_table()
+    return _with_order(empty_add, [], []), _with_order(empty_remove, [], [])
 
 
 def _split_file_actions(
@@ -161,8 +165,13 @@ def _split_file_actions(
 
 
 def _with_order(table: pa.Table, versions: Iterable[int], seq: Iterable[int]) -> pa.Table:
-    table = table.append_column("_version", pa.array(np.asarray(list(versions) if not isinstance(versions, np.ndarray) else versions, dtype=np.int64)))
-    return table.append_column("_seq", pa.array(np.asarray(list(seq) if not isinstance(seq, np.ndarray) else seq, dtype=np.int64)))
+    table = table.append_column(
+        "_version",
+        pa.array(np.asarray(list(versions) if not isinstance(versions, np.ndarray) else versions, dtype=np.int64)),
+    )
+    return table.append_column(
+        "_seq", pa.array(np.asarray(list(seq) if not isinstance(seq, np.ndarray) else seq, dtype=np.int64))
+    )
 
 
 def _tags_column(buffer: bytes, num_rows: int) -> pa.Array | None:
@@ -273,8 +282,7 @@ def _conform(column: pa.Array, target: pa.DataType) -> pa.Array:
     if pa.types.is_struct(target) and pa.types.is_struct(column.type):
         names = set(column.type.names)
         children = [
-            _conform(column.field(f.name), f.type) if f.name in names else pa.nulls(len(column), f.type)
-            for f in target
+            _conform(column.field(f.name), f.type) if f.name in names else pa.nulls(len(column), f.type) for f in target
         ]
         return pa.StructArray.from_arrays(children, fields=list(target), mask=column.is_null())
     return column.cast(target, safe=False)
@@ -325,7 +333,9 @@ def _file_actions_from_checkpoint_table(
                 conformed = _replace_field(conformed, "stats", _stats_from_parsed(column.field("stats_parsed")))
             rows = pa.Table.from_struct_array(conformed)
             tags = (
-                _conform(column.field("tags"), A.STRING_MAP) if "tags" in present else pa.nulls(len(column), A.STRING_MAP)
+                _conform(column.field("tags"), A.STRING_MAP)
+                if "tags" in present
+                else pa.nulls(len(column), A.STRING_MAP)
             )
         if name == A.ADD:
             rows = rows.append_column("tags", tags)
@@ -407,7 +417,10 @@ def read_checkpoint(storage: Storage, ref: CheckpointRef) -> CheckpointContent:
         raise CheckpointUnreadable(f"checkpoint {ref.version} is unreadable: {type(exc).__name__}", uri) from None
     sidecars = [a.value for a in non_file if a.name == A.SIDECAR]
     if sidecars:
-        paths = [f"{LOG_DIR}/{SIDECAR_DIR}/{s.get('path', '')}" if "/" not in s.get("path", "") else s["path"] for s in sidecars]
+        paths = [
+            f"{LOG_DIR}/{SIDECAR_DIR}/{s.get('path', '')}" if "/" not in s.get("path", "") else s["path"]
+            for s in sidecars
+        ]
         try:
             with ThreadPoolExecutor(max_workers=min(8, len(paths))) as pool:
                 blobs = storage.read_many(paths)
@@ -415,7 +428,9 @@ def read_checkpoint(storage: Storage, ref: CheckpointRef) -> CheckpointContent:
         except FileNotFoundError:
             raise CheckpointUnreadable(f"checkpoint {ref.version} refers to a missing sidecar file", uri) from None
         except (pa.ArrowException, OSError, ValueError) as exc:
-            raise CheckpointUnreadable(f"a sidecar of checkpoint {ref.version} is unreadable: {type(exc).__name__}", uri) from None
+            raise CheckpointUnreadable(
+                f"a sidecar of checkpoint {ref.version} is unreadable: {type(exc).__name__}", uri
+            ) from None
     if not any(a.name == A.PROTOCOL for a in non_file) or not any(a.name == A.METADATA for a in non_file):
         # A checkpoint that parses but lacks these is corrupt, not unreadable: falling back would hide the damage.
         raise CorruptLog(f"checkpoint {ref.version} has no protocol or metaData action", uri)
@@ -438,11 +453,8 @@ def checkpoint_file_actions(
         )
         adds.append(a)
         removes.append(r)
-    ps = A.partition_struct(partition_columns)
     if not adds:
-        empty_add = pa.schema(A.add_fields(ps) + [pa.field("tags", A.STRING_MAP)]).empty_table()
-        empty_remove = pa.schema(A.remove_fields(ps)).empty_table()
-        return _with_order(empty_add, [], []), _with_order(empty_remove, [], [])
+        return _empty_file_actions(partition_columns)
     return pa.concat_tables(adds), pa.concat_tables(removes)
 
 

@@ -240,7 +240,7 @@ def _partition_physical_union(actions: Sequence[NonFileAction], table_uri: str |
         meta = action.value
         try:
             schema = parse_schema_string(meta.get("schemaString") or '{"fields":[]}', table_uri=table_uri)
-        except Exception:  # noqa: BLE001 - an old, unreadable schema only matters if it is the latest one
+        except Exception:
             schema = {"fields": []}
         mode = column_mapping_mode(meta.get("configuration") or {})
         fields = {f["name"]: f for f in schema.get("fields", [])}
@@ -357,4 +357,4 @@ def json_default(value: Any) -> Any:
     return str(value)
 
 
-__all__ = ["Snapshot", "TableState", "load_snapshot", "history_entries", "json_default", "json"]
+__all__ = ["Snapshot", "TableState", "history_entries", "json", "json_default", "load_snapshot"]

@@ -260,7 +260,9 @@ def _read_json_rows(text: pa.Array, json_type: pa.StructType) -> tuple[pa.Struct
             rows.append(None)
             broken.append(True)
             continue
-        rows.append({field.name: _sanitize(doc.get(field.name), field.type, _ROUNDING.get(field.name)) for field in json_type})
+        rows.append(
+            {field.name: _sanitize(doc.get(field.name), field.type, _ROUNDING.get(field.name)) for field in json_type}
+        )
         broken.append(False)
     return pa.array(rows, type=json_type), pa.array(broken, pa.bool_())
 
@@ -355,8 +357,10 @@ def _timestamp_value(t: pa.TimestampType) -> Callable[[object], object]:
         parsed = parse_timestamp_text(str(text))
         if t.tz:
             return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.timezone.utc)
-        return parsed.replace(tzinfo=None) if parsed.tzinfo is None else parsed.astimezone(dt.timezone.utc).replace(
-            tzinfo=None
+        return (
+            parsed.replace(tzinfo=None)
+            if parsed.tzinfo is None
+            else parsed.astimezone(dt.timezone.utc).replace(tzinfo=None)
         )
 
     return convert
@@ -403,7 +407,9 @@ def _child(values: pa.StructArray, name: str) -> pa.Array | None:
 
 
 def _struct(children: list[pa.Array], fields: list[pa.Field], parent: pa.Array | None, n: int) -> pa.StructArray:
-    mask = pc.is_null(parent) if parent is not None else pa.repeat(pa.scalar(True), n) if n else pa.array([], pa.bool_())
+    mask = (
+        pc.is_null(parent) if parent is not None else pa.repeat(pa.scalar(True), n) if n else pa.array([], pa.bool_())
+    )
     return pa.StructArray.from_arrays(children, fields=fields, mask=mask)
 
 

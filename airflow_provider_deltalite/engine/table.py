@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from airflow_provider_deltalite.engine.errors import VersionNotFound
@@ -40,7 +40,7 @@ def parse_timestamp_ms(value: datetime | int | float | str) -> int:
             raise ValueError(f"not a timestamp: {text!r} (use ISO-8601, e.g. 2024-01-31T12:00:00Z)") from None
     if isinstance(value, datetime):
         if value.tzinfo is None:
-            value = value.replace(tzinfo=timezone.utc)
+            value = value.replace(tzinfo=UTC)
         return int(value.timestamp() * 1000)
     raise ValueError(f"not a timestamp: {value!r}")
 
@@ -109,9 +109,9 @@ class DeltaTable:
             previous = ts
         if not times or target < times[0][1]:
             first = times[0] if times else (earliest, None)
-            when = datetime.fromtimestamp(first[1] / 1000, timezone.utc).isoformat() if first[1] else "unknown"
+            when = datetime.fromtimestamp(first[1] / 1000, UTC).isoformat() if first[1] else "unknown"
             raise VersionNotFound(
-                f"timestamp {datetime.fromtimestamp(target / 1000, timezone.utc).isoformat()} is before the earliest "
+                f"timestamp {datetime.fromtimestamp(target / 1000, UTC).isoformat()} is before the earliest "
                 f"available version {first[0]} (committed {when})",
                 self.uri,
                 earliest=earliest,

@@ -122,7 +122,7 @@ def _canon(value: Any) -> Any:
         return ("dec", str(value.normalize()) if value == value else "NaN")
     if isinstance(value, dt.datetime):
         if value.tzinfo is not None:
-            value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+            value = value.astimezone(dt.UTC).replace(tzinfo=None)
         return ("ts", value.isoformat())
     if isinstance(value, dt.date):
         return ("date", value.isoformat())
@@ -158,10 +158,12 @@ def deltars_paths(path: Path, version: int | None = None) -> set[str] | None:
 
         table = deltalake.DeltaTable(str(path), version=version)
         actions = table.get_add_actions(flatten=True)
-        paths = pa.table(actions).column("path").to_pylist() if not isinstance(actions, pa.Table) else actions.column(
-            "path"
-        ).to_pylist()
-    except Exception:  # noqa: BLE001 - any failure means "delta-rs cannot serve as an oracle here"
+        paths = (
+            pa.table(actions).column("path").to_pylist()
+            if not isinstance(actions, pa.Table)
+            else actions.column("path").to_pylist()
+        )
+    except Exception:
         return None
     return {normalise_path(p, path) for p in paths}
 

@@ -1,4 +1,4 @@
-"""The same read path on an object store: corpus tables uploaded to moto's S3 API read as delta-rs reads them locally."""
+"""The same read path on an object store: corpus tables uploaded to moto's S3 API read as delta-rs reads them."""
 
 from __future__ import annotations
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from airflow_provider_deltalite.engine import DeltaLiteError, DeltaTable  # noqa: E402
-from airflow_provider_deltalite.engine.scan import scan  # noqa: E402
-from tests.conformance.corpus import (  # noqa: E402
+from airflow_provider_deltalite.engine import DeltaLiteError, DeltaTable
+from airflow_provider_deltalite.engine.scan import scan
+from tests.conformance.corpus import (
     CorpusTable,
     corpus_tables,
     deltars_paths,
@@ -40,7 +40,9 @@ def check(table: CorpusTable) -> tuple[str, str]:
     notes = []
     ours = {normalise_path(p, table.path) for p in snap.raw_files.column("path").to_pylist()}
     if "path canonicalization" in table.entry["test_role"]:
-        notes.append(f"{len(ours)} live files: add and remove spell one path two ways; canonicalised as the reference does")
+        notes.append(
+            f"{len(ours)} live files: add and remove spell one path two ways; canonicalised as the reference does"
+        )
     else:
         theirs = deltars_paths(table.path)
         if theirs is None:
@@ -58,9 +60,7 @@ def check(table: CorpusTable) -> tuple[str, str]:
         want = read_expected(directory)
         if row_multiset(rows, want.column_names) != row_multiset(want, want.column_names):
             if table.role == "skip":
-                differing = [
-                    c for c in want.column_names if row_multiset(rows, [c]) != row_multiset(want, [c])
-                ]
+                differing = [c for c in want.column_names if row_multiset(rows, [c]) != row_multiset(want, [c])]
                 return "known divergence", (
                     f"rows of {key} differ from expected in column(s) {', '.join(differing)}; the corpus marks this "
                     f"table '{table.entry['test_role']}'"
