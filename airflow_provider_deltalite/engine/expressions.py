@@ -7,7 +7,7 @@ import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, InvalidOperation, localcontext
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import pyarrow as pa
@@ -238,8 +238,9 @@ def to_sql(expr: Expr) -> str:
     return _to_sql(expr, 0)
 
 
-def _to_sql(expr: Expr, parent_level: int) -> str:
-    # levels: 1 = OR, 2 = AND, 3 = NOT / leaf
+def _to_sql(expr: Expr, parent_level: float) -> str:
+    # levels: 1 = OR, 2 = AND, 3 = NOT / leaf; a right operand of the same level gets parentheses so that the
+    # left-associative parser rebuilds the same tree
     if isinstance(expr, Comparison):
         col = ".".join(_sql_identifier(s) for s in column_path(expr.column))
         return f"{col} {expr.op} {_sql_literal(expr.value)}"
@@ -249,9 +250,9 @@ def _to_sql(expr: Expr, parent_level: int) -> str:
     if isinstance(expr, Not):
         return "NOT " + _to_sql(expr.child, 3)
     if isinstance(expr, And):
-        text, level = f"{_to_sql(expr.left, 2)} AND {_to_sql(expr.right, 2)}", 2
+        text, level = f"{_to_sql(expr.left, 2)} AND {_to_sql(expr.right, 2.5)}", 2
     elif isinstance(expr, Or):
-        text, level = f"{_to_sql(expr.left, 1)} OR {_to_sql(expr.right, 1)}", 1
+        text, level = f"{_to_sql(expr.left, 1)} OR {_to_sql(expr.right, 1.5)}", 1
     else:
         raise InvalidExpression(f"not an expression node: {type(expr).__name__}")
     return f"({text})" if parent_level > level else text
@@ -578,16 +579,16 @@ def parse_timestamp_text(text: str) -> dt.datetime:
     if zone is None:
         return value
     if zone in ("Z", "z", "UTC"):
-        return value.replace(tzinfo=dt.timezone.utc)
+        return value.replace(tzinfo=dt.UTC)
     sign = -1 if zone[0] == "-" else 1
     digits = zone[1:].replace(":", "")
     offset = dt.timedelta(hours=int(digits[:2]), minutes=int(digits[2:4] or 0))
-    return value.replace(tzinfo=dt.timezone(sign * offset)).astimezone(dt.timezone.utc)
+    return value.replace(tzinfo=dt.timezone(sign * offset)).astimezone(dt.UTC)
 
 
 def _zone(tz: str) -> dt.tzinfo:
     if tz in _UTC_NAMES:
-        return dt.timezone.utc
+        return dt.UTC
     m = re.fullmatch(r"([+-])(\d{2}):?(\d{2})", tz)
     if m:
         delta = dt.timedelta(hours=int(m[2]), minutes=int(m[3]))
@@ -595,7 +596,7 @@ def _zone(tz: str) -> dt.tzinfo:
     try:
         return ZoneInfo(tz)
     except (ZoneInfoNotFoundError, ValueError):
-        return dt.timezone.utc
+        return dt.UTC
 
 
 def convert_literal(value: object, arrow_type: pa.DataType) -> object:
@@ -617,7 +618,7 @@ def convert_literal(value: object, arrow_type: pa.DataType) -> object:
         raise InvalidExpression(_mismatch_message(None, arrow_type, value, exc.reason)) from None
 
 
-def _convert(value: object, t: pa.DataType) -> object:  # noqa: C901 - one branch per type family
+def _convert(value: object, t: pa.DataType) -> object:
     bad = _LiteralMismatch()
     if value is None:
         raise _LiteralMismatch("null can only be tested with IS NULL or IS NOT NULL")
@@ -671,8 +672,10 @@ def _convert(value: object, t: pa.DataType) -> object:  # noqa: C901 - one branc
                 raise bad
             if not dec.is_finite():
                 raise bad
-            quantum = Decimal(1).scaleb(-t.scale)
-            exact = dec.quantize(quantum)
+            with localcontext() as ctx:
+                ctx.prec = 200  # the default 28 digits is less than decimal(38) needs
+                quantum = Decimal(1).scaleb(-t.scale)
+                exact = dec.quantize(quantum)
         except InvalidOperation:
             raise bad from None
         if exact != dec:
@@ -726,7 +729,7 @@ def _convert(value: object, t: pa.DataType) -> object:  # noqa: C901 - one branc
             raise bad
         if t.tz:
             if parsed.tzinfo is None:
-                parsed = parsed.replace(tzinfo=dt.timezone.utc)
+                parsed = parsed.replace(tzinfo=dt.UTC)
             # pyarrow only compares timestamps of the same zone, so use the column's zone (same instant)
             return parsed.astimezone(_zone(t.tz))
         if parsed.tzinfo is not None:
@@ -737,7 +740,7 @@ def _convert(value: object, t: pa.DataType) -> object:  # noqa: C901 - one branc
     raise bad
 
 
-def _find_field(fields: list[pa.Field], name: str) -> pa.Field | None | str:
+def _find_field(fields: list[pa.Field], name: str) -> pa.Field | str | None:
     """Return the field named `name` (exact, else the unique case-insensitive match), None, or "ambiguous"."""
     exact = [f for f in fields if f.name == name]
     if len(exact) == 1:

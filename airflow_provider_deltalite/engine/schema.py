@@ -51,11 +51,6 @@ _DECIMAL = re.compile(r"^decimal(?:\(\s*(\d+)\s*,\s*(\d+)\s*\))?$")
 _MAX_DECIMAL_PRECISION = 38
 
 
-# ----------------------------------------------------------------------------------------------------------------------
-# Schema JSON parsing and validation
-# ----------------------------------------------------------------------------------------------------------------------
-
-
 def parse_schema_string(schema_string: str, *, table_uri: str | None = None) -> dict:
     """Parse and validate a `metaData.schemaString` (Spark StructType JSON).
 
@@ -159,11 +154,6 @@ def _decimal_params(type_string: str, path: str, table_uri: str | None) -> tuple
     return precision, scale
 
 
-# ----------------------------------------------------------------------------------------------------------------------
-# Column mapping
-# ----------------------------------------------------------------------------------------------------------------------
-
-
 def column_mapping_mode(configuration: Mapping[str, str]) -> str:
     """Return the table's column mapping mode.
 
@@ -176,7 +166,7 @@ def column_mapping_mode(configuration: Mapping[str, str]) -> str:
     Raises:
         InvalidTableProperty: the property holds another value.
     """
-    value = (configuration or {}).get(COLUMN_MAPPING_MODE_KEY)
+    value = dict(configuration or {}).get(COLUMN_MAPPING_MODE_KEY)
     if value is None:
         return "none"
     mode = str(value).strip().lower()  # the reference implementation compares case-insensitively
@@ -218,11 +208,6 @@ def physical_to_logical_names(schema: dict, mode: str) -> dict[str, str]:
 def _field_id(field: dict) -> int | None:
     value = (field.get("metadata") or {}).get(COLUMN_ID_KEY)
     return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-# ----------------------------------------------------------------------------------------------------------------------
-# Delta types to Arrow
-# ----------------------------------------------------------------------------------------------------------------------
 
 
 def delta_type_to_arrow(delta_type: str | dict) -> pa.DataType:
@@ -274,6 +259,8 @@ def _arrow_field(field: dict, *, physical: bool, mode: str, path: str) -> pa.Fie
             metadata = {PARQUET_FIELD_ID: str(field_id).encode()}
         # Ids of list elements and map keys/values live on the enclosing field (icebergCompat writers need them).
         nested_ids = (field.get("metadata") or {}).get(NESTED_IDS_KEY) or {}
+        if not isinstance(nested_ids, Mapping):
+            nested_ids = {}
     arrow_type = _arrow_type(field["type"], physical=physical, mode=mode, path=child_path, ids=(nested_ids, name))
     return pa.field(name, arrow_type, nullable=field["nullable"], metadata=metadata)
 
@@ -287,42 +274,23 @@ def _arrow_type(
         if _UNSUPPORTED.match(delta_type):
             raise SchemaError(f"column '{path or '<root>'}': type {delta_type!r} is not supported")
         return pa.decimal128(*_decimal_params(delta_type, path, None))
-    kind = delta_type["type"]
-    if kind == "struct":
+    if delta_type["type"] == "struct":
         return pa.struct([_arrow_field(f, physical=physical, mode=mode, path=path) for f in delta_type["fields"]])
     nested_ids, id_path = ids
-    if kind == "array":
-        element = _nested_field(
-            "element", delta_type["elementType"], delta_type["containsNull"], physical, mode, path, nested_ids, id_path
-        )
-        return pa.list_(element)
-    key = _nested_field("key", delta_type["keyType"], False, physical, mode, path, nested_ids, id_path)
-    value = _nested_field(
-        "value", delta_type["valueType"], delta_type["valueContainsNull"], physical, mode, path, nested_ids, id_path
+
+    def child(role: str, child_type: Any, nullable: bool) -> pa.Field:
+        child_ids = (nested_ids, f"{id_path}.{role}")
+        arrow_type = _arrow_type(child_type, physical=physical, mode=mode, path=f"{path}.{role}", ids=child_ids)
+        field_id = nested_ids.get(child_ids[1])
+        metadata = {PARQUET_FIELD_ID: str(field_id).encode()} if isinstance(field_id, int) else None
+        return pa.field(role, arrow_type, nullable=nullable, metadata=metadata)
+
+    if delta_type["type"] == "array":
+        return pa.list_(child("element", delta_type["elementType"], delta_type["containsNull"]))
+    return pa.map_(
+        child("key", delta_type["keyType"], False),
+        child("value", delta_type["valueType"], delta_type["valueContainsNull"]),
     )
-    return pa.map_(key, value)
-
-
-def _nested_field(
-    role: str,
-    delta_type: Any,
-    nullable: bool,
-    physical: bool,
-    mode: str,
-    path: str,
-    nested_ids: Mapping[str, Any],
-    id_path: str,
-) -> pa.Field:
-    id_path = f"{id_path}.{role}"
-    arrow_type = _arrow_type(delta_type, physical=physical, mode=mode, path=f"{path}.{role}", ids=(nested_ids, id_path))
-    field_id = nested_ids.get(id_path)
-    metadata = {PARQUET_FIELD_ID: str(field_id).encode()} if isinstance(field_id, int) else None
-    return pa.field(role, arrow_type, nullable=nullable, metadata=metadata)
-
-
-# ----------------------------------------------------------------------------------------------------------------------
-# Conforming data read from a Parquet file to the logical schema
-# ----------------------------------------------------------------------------------------------------------------------
 
 
 def to_logical(
@@ -339,6 +307,9 @@ def to_logical(
     name (no mapping), at every nesting level; a case-insensitive match is the last resort, as in Spark. Missing
     columns become nulls, extra columns are dropped, narrower types are widened, timestamps become microseconds with
     the table's zone, and list/map layouts and nullability flags are rebuilt with the target types.
+
+    Read INT96 files with `coerce_int96_timestamp_unit="us"`: pyarrow's default nanosecond read silently wraps
+    years outside 1677-2262 (Spark writes 9999-12-31 happily), and no later conversion can undo that.
 
     Args:
         table: the data as pyarrow.parquet read it.
@@ -507,7 +478,8 @@ def _cast_leaf(array: pa.Array, target: pa.DataType, path: str, table_uri: str |
             # Parquet INT96 reads as ns; Delta keeps microseconds, so sub-microsecond digits are dropped as Spark does.
             naive = array.view(pa.timestamp(source.unit))
             micros = naive.cast(pa.timestamp("us"), safe=source.unit != "ns")
-            # Every Parquet timestamp stores UTC-based epoch values, so only the zone label changes here.
+            # Parquet stores epoch-based values either way (UTC instants, or wall-clock time for timestamp_ntz), so
+            # only the zone label changes here.
             return micros.view(target)
         if types.is_date(source) and target.tz is None:
             return array.cast(target)
@@ -535,10 +507,6 @@ def _cast_leaf(array: pa.Array, target: pa.DataType, path: str, table_uri: str |
         return pa.nulls(len(array), target)
     raise _mismatch(array, target, path, table_uri)
 
-
-# ----------------------------------------------------------------------------------------------------------------------
-# Partition values
-# ----------------------------------------------------------------------------------------------------------------------
 
 # A trailing zone after a time of day; the time part keeps "2021-09-08" from reading as a "-08" offset.
 _ZONE_SUFFIX = r"\d{2}:\d{2}(?::\d{2}(?:\.\d*)?)?(?:Z|z|[+-]\d{2}(?::?\d{2})?)$"
@@ -569,9 +537,12 @@ def parse_partition_values(
     Raises:
         SchemaError: the type cannot be a partition column, or a value does not parse.
     """
-    target = delta_type_to_arrow(delta_type)
-    if isinstance(delta_type, dict) or pa.types.is_null(target):
-        raise SchemaError(f"partition column '{column}': type {target} cannot be a partition column", table_uri)
+    if isinstance(delta_type, dict) or delta_type == "void":
+        raise SchemaError(f"partition column '{column}': type {_type_label(delta_type)} cannot be a partition column", table_uri)
+    try:
+        target = delta_type_to_arrow(delta_type)
+    except SchemaError as exc:
+        raise SchemaError(f"partition column '{column}': {exc.problem.split(': ', 1)[-1]}", table_uri) from None
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
     if pa.types.is_dictionary(values.type):

@@ -7,8 +7,9 @@ import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, InvalidOperation
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, InvalidOperation, localcontext
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
@@ -26,6 +27,7 @@ MAX_VALUES = "maxValues"
 NULL_COUNT = "nullCount"
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_MAX_DECIMAL_DIGITS = 76  # decimal256
 # a zone suffix only counts after a time of day, so the "-08" of a bare date is not taken for an offset
 _ZONE_SUFFIX = r"\d:\d{2}(:\d{2}(\.\d*)?)?\s*(Z|z|UTC|[+-]\d{2}(:?\d{2})?)$"
 
@@ -214,6 +216,21 @@ _FALLBACK_CHUNK = 2048
 
 def _read_json(text: pa.Array, json_type: pa.StructType) -> tuple[pa.StructArray, pa.BooleanArray | None]:
     """Parse the stats rows; returns the parsed rows and a mask of unreadable rows (None when all were readable)."""
+    # Files without stats are common (whole logs have none); building every nested null field for them dominated
+    # load time, so parse only the rows that have text and scatter the results back.
+    present = pc.fill_null(pc.invert(pc.match_substring_regex(text, r"^\s*$")), False)
+    n_present = int(pc.sum(present).as_py() or 0)
+    if n_present < len(text):
+        if n_present == 0:
+            return pa.nulls(len(text), json_type), None
+        mask = present.to_numpy(zero_copy_only=False)
+        positions = pa.array(np.cumsum(mask) - 1, pa.int64(), mask=~mask)
+        parsed, broken = _read_json_present(text.filter(present), json_type)
+        return parsed.take(positions), None if broken is None else pc.fill_null(broken.take(positions), False)
+    return _read_json_present(text, json_type)
+
+
+def _read_json_present(text: pa.Array, json_type: pa.StructType) -> tuple[pa.StructArray, pa.BooleanArray | None]:
     lines = _json_lines(text)
     try:
         return _read_json_batch(lines, json_type), None
@@ -253,7 +270,8 @@ def _read_json_rows(text: pa.Array, json_type: pa.StructType) -> tuple[pa.Struct
             broken.append(False)
             continue
         try:
-            doc = json.loads(raw) if raw.strip() else {}
+            # Decimal keeps decimal bounds exact; floats are converted later
+            doc = json.loads(raw, parse_float=Decimal) if raw.strip() else {}
         except ValueError:
             doc = None
         if not isinstance(doc, dict):
@@ -277,7 +295,7 @@ def _sanitize_struct(value: object, t: pa.StructType, rounding: str | None) -> d
     return {field.name: _sanitize(value.get(field.name), field.type, rounding) for field in t}
 
 
-def _sanitize(value: object, t: pa.DataType, rounding: str | None) -> object:  # noqa: C901 - one branch per type
+def _sanitize(value: object, t: pa.DataType, rounding: str | None) -> object:
     """Coerce one JSON value to what `t` holds, or None when it cannot be trusted."""
     if value is None:
         return None
@@ -288,7 +306,7 @@ def _sanitize(value: object, t: pa.DataType, rounding: str | None) -> object:  #
     if pa.types.is_boolean(t):
         return None
     if pa.types.is_integer(t):
-        if isinstance(value, float) and value.is_integer():
+        if isinstance(value, (float, Decimal)) and math.isfinite(value) and value == int(value):
             value = int(value)
         elif isinstance(value, str):
             try:
@@ -302,29 +320,34 @@ def _sanitize(value: object, t: pa.DataType, rounding: str | None) -> object:  #
                 value = float(value.strip())  # accepts NaN, Infinity, -Infinity as Spark writes them
             except ValueError:
                 return None
-        if not isinstance(value, (int, float)):
+        if not isinstance(value, (int, float, Decimal)):
             return None
         try:
-            value = float(value)
-        except OverflowError:
+            converted = float(value)
+        except (OverflowError, ValueError):
             return None
+        if math.isinf(converted) and not (isinstance(value, float) and math.isinf(value)):
+            return None  # a finite bound too large for a double says nothing reliable
+        value = converted
         # NaN bounds carry no order information for skipping
         return None if math.isnan(value) else value
     if pa.types.is_decimal(t):
         if isinstance(value, float):
             value = repr(value)
-        if not isinstance(value, (int, str)):
+        if not isinstance(value, (int, str, Decimal)):
             return None
         try:
             dec = Decimal(value.strip() if isinstance(value, str) else value)
             if not dec.is_finite():
                 return None
-            quantum = Decimal(1).scaleb(-t.scale)
-            exact = dec.quantize(quantum)
-            if exact != dec:
-                if rounding is None:
-                    return None
-                exact = dec.quantize(quantum, rounding=rounding)
+            with localcontext() as ctx:
+                ctx.prec = 2 * _MAX_DECIMAL_DIGITS  # the default 28 digits is less than decimal(38) needs
+                quantum = Decimal(1).scaleb(-t.scale)
+                exact = dec.quantize(quantum)
+                if exact != dec:
+                    if rounding is None:
+                        return None
+                    exact = dec.quantize(quantum, rounding=rounding)
         except InvalidOperation:
             return None
         return exact if len(exact.as_tuple().digits) <= t.precision else None
@@ -356,11 +379,11 @@ def _timestamp_value(t: pa.TimestampType) -> Callable[[object], object]:
     def convert(text: object) -> object:
         parsed = parse_timestamp_text(str(text))
         if t.tz:
-            return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.timezone.utc)
+            return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
         return (
             parsed.replace(tzinfo=None)
             if parsed.tzinfo is None
-            else parsed.astimezone(dt.timezone.utc).replace(tzinfo=None)
+            else parsed.astimezone(dt.UTC).replace(tzinfo=None)
         )
 
     return convert

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from decimal import Decimal
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from airflow_provider_deltalite.engine.errors import DeltaLiteError, InvalidExpression
@@ -27,10 +29,10 @@ from airflow_provider_deltalite.engine.expressions import (
 )
 from airflow_provider_deltalite.engine.stats import parse_stats
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
-def C(column: str, op: str, value: object) -> Comparison:  # noqa: N802 - reads like the AST node
+def C(column: str, op: str, value: object) -> Comparison:
     return Comparison(column, op, value)
 
 
@@ -108,11 +110,11 @@ def test_keywords_are_case_insensitive() -> None:
     [
         ("", "empty filter"),
         ("   ", "empty filter"),
-        ("a", 'expected a comparison operator or IS after column \'a\' but found end of input in filter "a"'),
+        ("a", "expected a comparison operator or IS after column 'a' but found end of input in filter \"a\""),
         ("a >", 'expected a literal but found end of input in filter "a >"'),
         ("a = 1 AND", "expected a column name, a literal or '(' but found end of input in filter \"a = 1 AND\""),
-        ("(a = 1", 'expected \')\' at end of input in filter "(a = 1"'),
-        ("a = 1)", 'unexpected \')\' at position 5 in filter "a = 1)"'),
+        ("(a = 1", "expected ')' at end of input in filter \"(a = 1\""),
+        ("a = 1)", "unexpected ')' at position 5 in filter \"a = 1)\""),
         ("a = null", 'null can only be tested with IS NULL or IS NOT NULL at position 4 in filter "a = null"'),
         ("a = 'x", 'unterminated string literal at position 4 in filter "a = \'x"'),
         ("`a = 1", 'unterminated backquoted name at position 0 in filter "`a = 1"'),
@@ -292,14 +294,20 @@ def test_bind_accepts_a_top_level_name_with_dots_written_bare() -> None:
             "cannot compare column 'dec' of type decimal(5,2) with 1.234 (more than 2 decimal places)"
             ' in filter "dec = 1.234"',
         ),
-        ("dec = 1000", "cannot compare column 'dec' of type decimal(5,2) with 1000 (out of range) in filter \"dec = 1000\""),
+        (
+            "dec = 1000",
+            "cannot compare column 'dec' of type decimal(5,2) with 1000 (out of range) in filter \"dec = 1000\"",
+        ),
         ("s = 1", "cannot compare column 's' of type string with 1 in filter \"s = 1\""),
         ("flag = 1", "cannot compare column 'flag' of type boolean with 1 in filter \"flag = 1\""),
-        ("ts = 'yesterday'", "cannot compare column 'ts' of type timestamp with 'yesterday' in filter \"ts = 'yesterday'\""),
+        (
+            "ts = 'yesterday'",
+            "cannot compare column 'ts' of type timestamp with 'yesterday' in filter \"ts = 'yesterday'\"",
+        ),
         (
             "ntz = '2021-01-01T00:00:00Z'",
-            "cannot compare column 'ntz' of type timestamp_ntz with '2021-01-01T00:00:00Z' (the literal has a time zone,"
-            " the column has none) in filter \"ntz = '2021-01-01T00:00:00Z'\"",
+            "cannot compare column 'ntz' of type timestamp_ntz with '2021-01-01T00:00:00Z' (the literal has a time "
+            "zone, the column has none) in filter \"ntz = '2021-01-01T00:00:00Z'\"",
         ),
         ("st = 1", "cannot compare column 'st' of type struct with 1 in filter \"st = 1\""),
         ("arr = 1", "cannot compare column 'arr' of type array with 1 in filter \"arr = 1\""),
@@ -392,7 +400,13 @@ PARTITIONS = pa.table(
     }
 )
 PARTITION_SCHEMA = pa.schema(
-    [("p", pa.int32()), ("q", pa.string()), ("day", pa.date32()), ("x", pa.int64()), ("st", pa.struct([("p", pa.int32())]))]
+    [
+        ("p", pa.int32()),
+        ("q", pa.string()),
+        ("day", pa.date32()),
+        ("x", pa.int64()),
+        ("st", pa.struct([("p", pa.int32())])),
+    ]
 )
 
 
@@ -595,3 +609,107 @@ def test_may_match_stats_accepts_hand_built_tables_and_missing_stats() -> None:
 def test_may_match_stats_tolerates_a_literal_of_another_type(file_stats: pa.StructArray) -> None:
     # an unbound literal that cannot be compared with the stats type is unknown, never a reason to skip
     assert may_match_stats(C("x", "=", "abc"), file_stats, 5).to_pylist() == [True, True, True, False, True]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Randomised check: skipping never drops a file that holds a matching row
+
+RANDOM_SCHEMA = pa.schema(
+    [
+        ("i", pa.int32()),
+        ("f", pa.float64()),
+        ("s", pa.string()),
+        ("ts", pa.timestamp("us", "UTC")),
+        ("st", pa.struct([("a", pa.int64())])),
+        ("p", pa.int32()),
+    ]
+)
+RANDOM_LITERALS = {
+    "i": ["-2", "0", "1", "3", "7"],
+    "f": ["-1.5", "0", "0.5", "2.25"],
+    "s": ["''", "'a'", "'ab'", "'b'", "'zz'"],
+    "ts": ["'2021-01-01 00:00:00.001'", "'2021-01-01 00:00:00.001500'", "'2021-01-01 00:00:00.002999'"],
+    "st.a": ["0", "2", "5"],
+    "p": ["0", "1", "2"],
+}
+
+
+def _random_predicate(rng, depth: int = 0) -> str:
+    roll = rng.random()
+    if depth > 3 or roll < 0.45:
+        column = rng.choice(list(RANDOM_LITERALS))
+        if rng.random() < 0.2:
+            return f"{column} IS {'NOT ' if rng.random() < 0.5 else ''}NULL"
+        op = rng.choice(["=", "!=", "<", "<=", ">", ">="])
+        return f"{column} {op} {rng.choice(RANDOM_LITERALS[column])}"
+    if roll < 0.6:
+        return f"NOT ({_random_predicate(rng, depth + 1)})"
+    joiner = rng.choice(["AND", "OR"])
+    return f"({_random_predicate(rng, depth + 1)} {joiner} {_random_predicate(rng, depth + 1)})"
+
+
+def _random_file(rng, n: int) -> pa.Table:
+    base = dt.datetime(2021, 1, 1, tzinfo=UTC)
+
+    def maybe(value: object) -> object:
+        return None if rng.random() < 0.2 else value
+
+    return pa.table(
+        {
+            "i": pa.array([maybe(rng.randint(-3, 8)) for _ in range(n)], pa.int32()),
+            "f": pa.array([maybe(rng.choice([-1.5, 0.0, 0.5, 2.25, 3.0, float("nan")])) for _ in range(n)]),
+            "s": pa.array([maybe(rng.choice(["", "a", "ab", "b", "c"])) for _ in range(n)]),
+            "ts": pa.array(
+                [maybe(base + dt.timedelta(microseconds=rng.choice([1000, 1500, 1999, 2000, 2999]))) for _ in range(n)],
+                pa.timestamp("us", "UTC"),
+            ),
+            "st": pa.array([maybe({"a": maybe(rng.randint(0, 6))}) for _ in range(n)], pa.struct([("a", pa.int64())])),
+        }
+    )
+
+
+def _stats_json(data: pa.Table) -> str:
+    """Stats the way a Spark-like writer records them: NaN left out of min/max, timestamps cut to milliseconds."""
+    mins: dict = {}
+    maxs: dict = {}
+    nulls: dict = {}
+    for name in ("i", "f", "s", "ts"):
+        values = data.column(name).combine_chunks()
+        nulls[name] = values.null_count
+        if pa.types.is_floating(values.type):
+            values = values.filter(pc.invert(pc.is_nan(values)))
+        if pa.types.is_timestamp(values.type):
+            values = pc.floor_temporal(values, unit="millisecond")
+        low, high = pc.min_max(values).values()
+        if low.is_valid:
+            as_json = (lambda v: v.isoformat(timespec="milliseconds")) if name == "ts" else (lambda v: v)
+            mins[name], maxs[name] = as_json(low.as_py()), as_json(high.as_py())
+    child = data.column("st").combine_chunks().flatten()[0]
+    nulls["st"] = {"a": child.null_count}
+    low, high = pc.min_max(child).values()
+    if low.is_valid:
+        mins["st"], maxs["st"] = {"a": low.as_py()}, {"a": high.as_py()}
+    return json.dumps({"numRecords": data.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls})
+
+
+def test_randomised_skipping_is_conservative() -> None:
+    import random
+
+    rng = random.Random(20240611)
+    files = [_random_file(rng, rng.randint(0, 6)) for _ in range(40)]
+    partitions = pa.table({"p": pa.array([rng.choice([0, 1, 2, None]) for _ in files], pa.int32())})
+    stats = parse_stats(pa.array([_stats_json(f) for f in files]), pa.schema(list(RANDOM_SCHEMA)[:-1]))
+    skipped = 0
+    for _ in range(300):
+        text = _random_predicate(rng)
+        expr = bind(parse_expression(text), RANDOM_SCHEMA)
+        row_filter = to_arrow_filter(expr)
+        by_stats = may_match_stats(expr, stats, len(files)).to_pylist()
+        by_partition = may_match_partitions(expr, partitions).to_pylist()
+        for k, data in enumerate(files):
+            rows = data.append_column("p", pa.repeat(partitions.column("p")[k], data.num_rows).cast(pa.int32()))
+            if rows.filter(row_filter).num_rows:
+                assert by_stats[k], f"stats skipped file {k} for {text}"
+                assert by_partition[k], f"partitions skipped file {k} for {text}"
+        skipped += by_stats.count(False)
+    assert skipped > 1000  # the check has teeth: plenty of files are skipped
