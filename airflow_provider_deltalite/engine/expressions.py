@@ -24,11 +24,13 @@ __all__ = [
     "Or",
     "bind",
     "column_path",
+    "convert_literal",
     "expression_columns",
     "format_column",
     "may_match_partitions",
     "may_match_stats",
     "parse_expression",
+    "parse_timestamp_text",
     "to_arrow_filter",
     "to_sql",
 ]
@@ -997,7 +999,11 @@ def _constant(value: bool, n: int) -> pa.BooleanArray:
 
 
 def _negation_normal_form(expr: Expr, negate: bool = False) -> Expr:
-    """Push NOT down to the leaves; under Kleene logic `NOT (x < v)` is true exactly when `x >= v` is."""
+    """Push NOT down to the leaves, leaving `Not` only directly above a comparison.
+
+    Under Kleene logic `NOT (x < v)` is true exactly when `x >= v` is, except for NaN, where both comparisons are
+    false and the negation is true; keeping the `Not` lets the float check see it.
+    """
     if isinstance(expr, Not):
         return _negation_normal_form(expr.child, not negate)
     if isinstance(expr, And):
@@ -1009,11 +1015,9 @@ def _negation_normal_form(expr: Expr, negate: bool = False) -> Expr:
     if isinstance(expr, IsNull):
         return IsNull(expr.column, expr.negated != negate)
     if isinstance(expr, Comparison):
-        if not negate:
-            return expr
         if expr.op not in _NEGATED:
             raise InvalidExpression(f"unknown operator '{expr.op}' in filter \"{to_sql(expr)}\"")
-        return Comparison(expr.column, _NEGATED[expr.op], expr.value)
+        return Not(expr) if negate else expr
     raise InvalidExpression(f"not an expression node: {type(expr).__name__}")
 
 
@@ -1054,6 +1058,8 @@ def may_match_stats(expr: Expr, stats: pa.StructArray | pa.Table | None, num_fil
     needs nullCount > 0 and `IS NOT NULL` needs nullCount < numRecords. A comparison also fails when every value is
     null. Missing statistics (null row, null value, column not collected) always give True, so a file is skipped
     only when it cannot match. Timestamp maxima are widened by 999 microseconds for the millisecond truncation.
+    On float columns `!=` and negated comparisons never skip: NaN satisfies them and min/max do not record NaN.
+    Wide bounds (`tightBounds` false) need no special case: they still bound the rows, and null counts are physical.
 
     Args:
         expr: a bound expression (logical column names).
@@ -1091,6 +1097,9 @@ def _stats_eval(expr: Expr, stats: pa.StructArray, n: int) -> pa.BooleanArray:
         return _stats_is_null(expr, stats, n)
     if isinstance(expr, Comparison):
         return _stats_compare(expr, stats, n)
+    if isinstance(expr, Not) and isinstance(expr.child, Comparison):
+        child = expr.child
+        return _stats_compare(Comparison(child.column, _NEGATED[child.op], child.value), stats, n, negated=True)
     raise InvalidExpression(f"not an expression node: {type(expr).__name__}")
 
 
@@ -1112,10 +1121,14 @@ def _stats_is_null(expr: IsNull, stats: pa.StructArray, n: int) -> pa.BooleanArr
     return pc.fill_null(pc.less(null_count, num_records), True)
 
 
-def _stats_compare(expr: Comparison, stats: pa.StructArray, n: int) -> pa.BooleanArray:
+def _stats_compare(expr: Comparison, stats: pa.StructArray, n: int, negated: bool = False) -> pa.BooleanArray:
     path = column_path(expr.column)
     mins = _stats_path(stats, "minValues", path)
     maxs = _stats_path(stats, "maxValues", path)
+    floating = any(v is not None and pa.types.is_floating(v.type) for v in (mins, maxs))
+    if floating and (negated or expr.op == "!="):
+        # NaN makes `!=` and every negated comparison true, and min/max say nothing about NaN
+        return _all_true_unless_all_null(stats, path, n)
     if maxs is not None and pa.types.is_timestamp(maxs.type):
         maxs = _widen_timestamp_max(maxs)
     op = expr.op
@@ -1134,8 +1147,7 @@ def _stats_compare(expr: Comparison, stats: pa.StructArray, n: int) -> pa.Boolea
     elif op in (">", ">="):
         result = bound(maxs, op)
     elif op == "!=":
-        # NaN is left out of min/max by some writers, and NaN != v is true, so floats never skip on !=
-        if mins is None or maxs is None or pa.types.is_floating(mins.type):
+        if mins is None or maxs is None:
             result = _constant(True, n)
         else:
             eq_min, eq_max = _compare(mins, "=", expr.value), _compare(maxs, "=", expr.value)
@@ -1147,10 +1159,13 @@ def _stats_compare(expr: Comparison, stats: pa.StructArray, n: int) -> pa.Boolea
     else:
         raise InvalidExpression(f"unknown operator '{op}' in filter \"{to_sql(expr)}\"")
 
-    # a file whose values are all null cannot satisfy any comparison
+    return pc.and_(result, _all_true_unless_all_null(stats, path, n))
+
+
+def _all_true_unless_all_null(stats: pa.StructArray, path: tuple[str, ...], n: int) -> pa.BooleanArray:
+    """False for files whose values of `path` are all null: no comparison (negated or not) is true on null."""
     null_count = _int_counts(_stats_path(stats, "nullCount", path))
     num_records = _int_counts(_struct_child(stats, "numRecords"))
-    if null_count is not None and num_records is not None:
-        all_null = pc.fill_null(pc.equal(null_count, num_records), False)
-        result = pc.and_(result, pc.invert(all_null))
-    return result
+    if null_count is None or num_records is None:
+        return _constant(True, n)
+    return pc.invert(pc.fill_null(pc.equal(null_count, num_records), False))

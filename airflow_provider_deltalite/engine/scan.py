@@ -77,7 +77,8 @@ def read_file_rows(snapshot: Snapshot, index: int) -> pa.Table:
     full = storage.resolve_data_path(path)
     try:
         with storage.fs.open(full, "rb") as fh:
-            data = pq.ParquetFile(fh).read()
+            # pyarrow's default INT96 unit (ns) silently wraps dates past 2262; microseconds cover Delta's range.
+            data = pq.ParquetFile(fh, coerce_int96_timestamp_unit="us").read()
     except FileNotFoundError:
         raise StorageError(f"data file {path} is referenced by the log but missing", snapshot.table_uri) from None
     except (pa.ArrowException, OSError) as exc:

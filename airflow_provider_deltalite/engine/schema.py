@@ -538,7 +538,9 @@ def parse_partition_values(
         SchemaError: the type cannot be a partition column, or a value does not parse.
     """
     if isinstance(delta_type, dict) or delta_type == "void":
-        raise SchemaError(f"partition column '{column}': type {_type_label(delta_type)} cannot be a partition column", table_uri)
+        raise SchemaError(
+            f"partition column '{column}': type {_type_label(delta_type)} cannot be a partition column", table_uri
+        )
     try:
         target = delta_type_to_arrow(delta_type)
     except SchemaError as exc:

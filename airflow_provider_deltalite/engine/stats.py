@@ -380,11 +380,7 @@ def _timestamp_value(t: pa.TimestampType) -> Callable[[object], object]:
         parsed = parse_timestamp_text(str(text))
         if t.tz:
             return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
-        return (
-            parsed.replace(tzinfo=None)
-            if parsed.tzinfo is None
-            else parsed.astimezone(dt.UTC).replace(tzinfo=None)
-        )
+        return parsed.replace(tzinfo=None) if parsed.tzinfo is None else parsed.astimezone(dt.UTC).replace(tzinfo=None)
 
     return convert
 

@@ -885,7 +885,7 @@ DELTA_RS_PREDICATES: list[tuple[str, pc.Expression]] = [
     ("d = '2021-06-02'", F("d") == pa.scalar(dt.date(2021, 6, 2))),
     ("dec < 0", F("dec") < pa.scalar(Decimal("0.00"), pa.decimal128(5, 2))),
     ("dec >= 999.99", F("dec") >= pa.scalar(Decimal("999.99"), pa.decimal128(5, 2))),
-    ("flag = false", F("flag") == False),  # noqa: E712 - a pyarrow expression, not a Python comparison
+    ("flag = false", F("flag") == pa.scalar(False)),
     ("st.a = 1", F("st", "a") == 1),
     ("st.a > 5", F("st", "a") > 5),
     ("st.b IS NULL", F("st", "b").is_null()),
