@@ -6,10 +6,8 @@ and the tests read the cached results; an invocation not in the list simply runs
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -21,7 +19,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-CORPUS = Path("/work/shared/corpus")
+from tests.helpers import CORPUS, copy_table, tree_state
+
 pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason="shared corpus not available")
 
 DV = CORPUS / "delta-golden/dv-partitioned-with-checkpoint"  # v15, checkpoint 10, DVs, partitioned by part
@@ -69,26 +68,6 @@ def failed(*args: Any) -> str:
     assert out.stderr.endswith("\n") and out.stderr.count("\n") == 1, out.stderr
     assert out.stderr.startswith("deltalite: error: "), out.stderr
     return out.stderr.rstrip("\n")
-
-
-def copy_table(src: Path, dest: Path) -> Path:
-    shutil.copytree(src, dest, copy_function=shutil.copyfile)
-    for root, _dirs, files in os.walk(dest):
-        os.chmod(root, 0o755)
-        for name in files:
-            os.chmod(os.path.join(root, name), 0o644)
-    return dest
-
-
-def tree_state(root: Path) -> dict[str, tuple]:
-    state: dict[str, tuple] = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            full = Path(dirpath) / name
-            st = full.lstat()
-            digest = hashlib.sha256(full.read_bytes()).hexdigest() if full.is_file() else None
-            state[str(full.relative_to(root))] = (full.is_dir(), st.st_size, st.st_mtime_ns, digest)
-    return state
 
 
 # -- damaged tables (built once) and the bad-input cases ------------------------------------------------------

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -223,10 +222,15 @@ def read_commit_info(storage: Storage, version: int) -> dict[str, Any] | None:
     from airflow_provider_deltalite.engine.log_path import LOG_DIR, commit_name
 
     try:
-        data = _clean_commit_bytes(storage.read(f"{LOG_DIR}/{commit_name(version)}"))
+        data = storage.read(f"{LOG_DIR}/{commit_name(version)}")
     except FileNotFoundError:
         return None
-    for action in find_non_file_actions([(version, data)], storage.table_uri):
+    return commit_info_of(storage, version, data)
+
+
+def commit_info_of(storage: Storage, version: int, data: bytes) -> dict[str, Any] | None:
+    """The commitInfo action in the bytes of commit ``version``, or None."""
+    for action in find_non_file_actions([(version, _clean_commit_bytes(data))], storage.table_uri):
         if action.name == A.COMMIT_INFO:
             return action.value
     return None
@@ -337,11 +341,7 @@ def history_entries(storage: Storage, limit: int | None = None) -> list[dict[str
     raw = storage.read_many([f.path for f in files])
     out = []
     for f, data in zip(files, raw, strict=True):
-        info: dict[str, Any] = {}
-        for action in find_non_file_actions([(f.version, _clean_commit_bytes(data))], storage.table_uri):
-            if action.name == A.COMMIT_INFO:
-                info = dict(action.value)
-                break
+        info = dict(commit_info_of(storage, f.version, data) or {})
         info["version"] = f.version
         info.setdefault("timestamp", f.info.modification_time)
         out.append(info)
@@ -357,4 +357,4 @@ def json_default(value: Any) -> Any:
     return str(value)
 
 
-__all__ = ["Snapshot", "TableState", "history_entries", "json", "json_default", "load_snapshot"]
+__all__ = ["Snapshot", "TableState", "history_entries", "json_default", "load_snapshot"]

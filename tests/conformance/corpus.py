@@ -7,7 +7,6 @@ import datetime as dt
 import decimal
 import json
 import math
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +16,7 @@ from urllib.parse import unquote
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-CORPUS = Path(os.environ.get("DELTALITE_CORPUS", Path(__file__).resolve().parents[3] / "shared" / "corpus"))
+from tests.helpers import CORPUS
 
 # Positive tables deltalite refuses on purpose, with the error it must raise and why (docs/conformance.md shows these).
 KNOWN_REFUSALS: dict[str, tuple[str, str]] = {}

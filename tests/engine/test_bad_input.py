@@ -3,10 +3,8 @@ nothing. Tables that must be damaged are copied to ``tmp_path`` first; the corpu
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,8 +20,8 @@ from airflow_provider_deltalite.engine.errors import (
     TableNotFound,
     VersionNotFound,
 )
+from tests.helpers import CORPUS, copy_table, tree_state
 
-CORPUS = Path("/work/shared/corpus")
 pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason="shared corpus not available")
 
 SMALL = "dat-historical/multi_partitioned/delta"  # commits 0..2, no checkpoint, 2 live files
@@ -32,28 +30,6 @@ LAST = "00000000000000000002.json"
 
 
 # -- helpers -------------------------------------------------------------------------------------------------
-
-
-def copy_table(rel: str, dest: Path) -> Path:
-    """Copy a corpus table (read-only files) to ``dest`` and make the copy writable."""
-    shutil.copytree(CORPUS / rel, dest, copy_function=shutil.copyfile)
-    for root, _dirs, files in os.walk(dest):
-        os.chmod(root, 0o755)
-        for name in files:
-            os.chmod(os.path.join(root, name), 0o644)
-    return dest
-
-
-def tree_state(root: Path) -> dict[str, tuple]:
-    """Every entry below ``root`` with its kind, size, mtime and content hash."""
-    state: dict[str, tuple] = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            full = Path(dirpath) / name
-            st = full.lstat()
-            digest = hashlib.sha256(full.read_bytes()).hexdigest() if full.is_file() else None
-            state[str(full.relative_to(root))] = (full.is_dir(), st.st_size, st.st_mtime_ns, digest)
-    return state
 
 
 def expect_error(

@@ -28,8 +28,8 @@ from airflow_provider_deltalite.engine.deletion_vectors import (
     z85_decode,
 )
 from airflow_provider_deltalite.engine.errors import CorruptLog, DeltaLiteError
+from tests.helpers import CORPUS
 
-CORPUS = Path("/work/shared/corpus")
 pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason="shared corpus not available")
 
 MAGIC = 1681511377

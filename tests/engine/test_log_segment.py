@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -38,8 +37,8 @@ from airflow_provider_deltalite.engine.log_segment import (
     read_last_checkpoint_hint,
 )
 from airflow_provider_deltalite.engine.storage import FileInfo, Storage
+from tests.helpers import CORPUS, copy_table
 
-CORPUS = Path("/work/shared/corpus")
 pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason="shared corpus not available")
 
 URI = "/data/tbl"
@@ -78,16 +77,6 @@ def listing(*names: str) -> list[LogFile]:
 
 def commits(versions) -> list[str]:
     return [commit(v) for v in versions]
-
-
-def copy_table(rel: str, dest: Path) -> Path:
-    """Copy a corpus table (read-only files) to ``dest`` and make the copy writable."""
-    shutil.copytree(CORPUS / rel, dest, copy_function=shutil.copyfile)
-    for root, _dirs, files in os.walk(dest):
-        os.chmod(root, 0o755)
-        for name in files:
-            os.chmod(os.path.join(root, name), 0o644)
-    return dest
 
 
 def live_paths(uri: Path | str, version: int | None = None) -> list[str]:

@@ -6,21 +6,19 @@ reader/writer version table) and from Delta's DeltaConfig defaults.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from airflow_provider_deltalite.engine import DeltaTable
 from airflow_provider_deltalite.engine.errors import InvalidTableProperty, ProtocolNotSupported
 from airflow_provider_deltalite.engine.features import ProtocolView, ensure_readable, ensure_writable
 from airflow_provider_deltalite.engine.properties import TableProperties, parse_interval_ms
+from tests.helpers import CORPUS
 
 SECOND = 1000
 MINUTE = 60 * SECOND
 HOUR = 60 * MINUTE
 DAY = 24 * HOUR
 WEEK = 7 * DAY
-CORPUS = Path("/work/shared/corpus")
 
 # -- parse_interval_ms ---------------------------------------------------------------------------------------
 

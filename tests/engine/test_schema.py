@@ -26,10 +26,11 @@ from airflow_provider_deltalite.engine.schema import (
     physical_to_logical_names,
     to_logical,
 )
+from tests.helpers import CORPUS
 
 deltalake = pytest.importorskip("deltalake")
 
-CORPUS = Path("/work/shared/corpus")
+
 UTC = dt.UTC
 needs_corpus = pytest.mark.skipif(not (CORPUS / "summary.json").exists(), reason="corpus not available")
 

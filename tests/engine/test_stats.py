@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -18,8 +17,8 @@ from airflow_provider_deltalite.engine import stats as stats_module
 from airflow_provider_deltalite.engine.errors import CorruptLog, SchemaError
 from airflow_provider_deltalite.engine.expressions import bind, may_match_stats, parse_expression, to_arrow_filter
 from airflow_provider_deltalite.engine.stats import parse_stats, stats_type
+from tests.helpers import CORPUS
 
-CORPUS = Path(os.environ.get("DELTALITE_CORPUS", "/work/shared/corpus"))
 needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason="shared corpus not available")
 UTC = dt.UTC
 
