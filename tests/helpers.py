@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 # The corpus sits beside the repository (../shared/corpus), in CI as on a developer machine.
-CORPUS = Path(os.environ.get("DELTALITE_CORPUS", Path(__file__).resolve().parents[2] / "shared" / "corpus"))
+CORPUS = Path(os.environ.get("DELTALITE_CORPUS", Path(__file__).resolve().parents[2] / "shared" / "corpus")).resolve()
 
 
 def copy_table(src: str | Path, dest: Path) -> Path:
