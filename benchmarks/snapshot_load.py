@@ -39,7 +39,8 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "snapshot_load.json"
-ARCHIVE = Path("/work/shared/corpus/kernel-rs-archives/300k-add-files-100-col-partitioned.tar.zst")
+CORPUS = Path(os.environ.get("DELTALITE_CORPUS", Path(__file__).resolve().parents[2] / "shared" / "corpus"))
+ARCHIVE = CORPUS / "kernel-rs-archives" / "300k-add-files-100-col-partitioned.tar.zst"
 CACHE = Path(tempfile.gettempdir()) / "deltalite-bench"
 
 TARGET_WALL = 1.5  # deltalite wall time at most 1.5x delta-rs
