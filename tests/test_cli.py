@@ -398,12 +398,6 @@ def test_unknown_subcommand() -> None:
     assert line.startswith("deltalite: error: argument command: invalid choice: 'frobnicate'")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: scan.plan_scan calls bind(parse_expression(filter), schema) without the table URI, so "
-    "InvalidExpression reads 'unknown column ... in filter' with no table path (errors.py promises every message "
-    "names the table)",
-)
 def test_bad_filter_error_names_the_table() -> None:
     line = failed("scan", "--filter", "no_such_column = 1", ITER)
     assert line.startswith(f"deltalite: error: table {ITER}: "), line

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_deltalite.engine.errors import ProtocolNotSupported
+from airflow_provider_deltalite.engine.errors import CorruptLog, ProtocolNotSupported
 
 MAX_READER_VERSION = 3
 MAX_WRITER_VERSION = 7
@@ -92,18 +92,22 @@ class ProtocolView:
     writer_features: tuple[str, ...]
 
     @classmethod
-    def from_action(cls, protocol: Mapping[str, Any]) -> ProtocolView:
-        """Build from a `protocol` action, deriving legacy implied features for old versions."""
-        reader = int(protocol.get("minReaderVersion") or 1)
-        writer = int(protocol.get("minWriterVersion") or 1)
+    def from_action(cls, protocol: Mapping[str, Any], table_uri: str | None = None) -> ProtocolView:
+        """Build from a `protocol` action, deriving legacy implied features for old versions.
+
+        Raises:
+            CorruptLog: a version that is not a positive integer, or a feature list that is not a list of strings.
+        """
+        reader = _protocol_version(protocol, "minReaderVersion", table_uri)
+        writer = _protocol_version(protocol, "minWriterVersion", table_uri)
         if reader >= 3:
-            reader_features = tuple(protocol.get("readerFeatures") or ())
+            reader_features = _feature_list(protocol, "readerFeatures", table_uri)
         else:
             reader_features = tuple(
                 f.name for f in FEATURES.values() if f.legacy_reader_version and f.legacy_reader_version <= reader
             )
         if writer >= 7:
-            writer_features = tuple(protocol.get("writerFeatures") or ())
+            writer_features = _feature_list(protocol, "writerFeatures", table_uri)
         else:
             writer_features = tuple(
                 f.name for f in FEATURES.values() if f.legacy_writer_version and f.legacy_writer_version <= writer
@@ -167,3 +171,22 @@ def ensure_writable(protocol: ProtocolView, table_uri: str | None = None) -> Non
         raise ProtocolNotSupported(
             f"unsupported writer feature {_describe(unsupported)}", table_uri, features=tuple(unsupported)
         )
+
+
+def _protocol_version(protocol: Mapping[str, Any], key: str, table_uri: str | None) -> int:
+    value = protocol.get(key)
+    if value is None:
+        return 1
+    # bool is an int in Python; a JSON true is not a version
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise CorruptLog(f"the protocol action has an invalid {key}: {value!r}", table_uri)
+    return value
+
+
+def _feature_list(protocol: Mapping[str, Any], key: str, table_uri: str | None) -> tuple[str, ...]:
+    value = protocol.get(key)
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(f, str) for f in value):
+        raise CorruptLog(f"the protocol action's {key} is not a list of feature names: {value!r}", table_uri)
+    return tuple(value)

@@ -38,20 +38,22 @@ class ParsedLogPath:
     file_format: str | None = None
 
 
+# [0-9], not \d (which takes any Unicode digit), and fullmatch, not $ (which also matches before a final newline)
+_V = "([0-9]{20})"
 _PATTERNS = (
-    (re.compile(r"^(\d{20})\.json$"), LogFileKind.COMMIT),
-    (re.compile(r"^(\d{20})\.checkpoint\.parquet$"), LogFileKind.CHECKPOINT),
-    (re.compile(r"^(\d{20})\.checkpoint\.(\d{10})\.(\d{10})\.parquet$"), LogFileKind.MULTI_PART_CHECKPOINT),
-    (re.compile(r"^(\d{20})\.checkpoint\.([0-9a-fA-F-]{36})\.(json|parquet)$"), LogFileKind.UUID_CHECKPOINT),
-    (re.compile(r"^(\d{20})\.(\d{20})\.compacted\.json$"), LogFileKind.COMPACTED),
-    (re.compile(r"^(\d{20})\.crc$"), LogFileKind.CRC),
+    (re.compile(_V + r"\.json"), LogFileKind.COMMIT),
+    (re.compile(_V + r"\.checkpoint\.parquet"), LogFileKind.CHECKPOINT),
+    (re.compile(_V + r"\.checkpoint\.([0-9]{10})\.([0-9]{10})\.parquet"), LogFileKind.MULTI_PART_CHECKPOINT),
+    (re.compile(_V + r"\.checkpoint\.([0-9a-fA-F-]{36})\.(json|parquet)"), LogFileKind.UUID_CHECKPOINT),
+    (re.compile(_V + r"\.([0-9]{20})\.compacted\.json"), LogFileKind.COMPACTED),
+    (re.compile(_V + r"\.crc"), LogFileKind.CRC),
 )
 
 
 def parse_log_path(name: str) -> ParsedLogPath | None:
     """Parse a file name inside `_delta_log`; None for names that are not versioned log files."""
     for pattern, kind in _PATTERNS:
-        m = pattern.match(name)
+        m = pattern.fullmatch(name)
         if not m:
             continue
         version = int(m.group(1))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -141,11 +142,12 @@ def build_log_segment(
         )
     if target < 0:
         raise VersionNotFound(f"version {target} does not exist", table_uri, latest=latest)
+    commit_versions = sorted(commits)
     usable = sorted((v for v in checkpoints if v <= target), reverse=True)
     chosen: CheckpointRef | None = None
     older: list[CheckpointRef] = []
     for v in usable:
-        if all(c in commits for c in range(v + 1, target + 1)):
+        if first_missing(commit_versions, v + 1, target) is None:
             if chosen is None:
                 chosen = checkpoints[v][0]
                 older.extend(checkpoints[v][1:])
@@ -167,10 +169,10 @@ def build_log_segment(
                 )
             first = min(commits) if commits else None
             raise CorruptLog(f"the log starts at version {first} and has no checkpoint to start from", table_uri)
-    missing = [v for v in range(start, target + 1) if v not in commits]
-    if missing:
+    missing = first_missing(commit_versions, start, target)
+    if missing is not None:
         raise CorruptLog(
-            f"version {missing[0]} is missing from the log (commits {start}..{target} must be contiguous)", table_uri
+            f"version {missing} is missing from the log (commits {start}..{target} must be contiguous)", table_uri
         )
     segment_commits = tuple(commits[v] for v in range(start, target + 1))
     return LogSegment(target, chosen, segment_commits, tuple(older), tuple(files))
@@ -180,12 +182,39 @@ class _NeedFullListing(Exception):
     """Internal: the hint-based listing cannot reconstruct the version; retry with a full listing."""
 
 
+def first_missing(versions: Sequence[int], start: int, stop: int) -> int | None:
+    """The smallest version in ``start..stop`` absent from the sorted ``versions``, or None.
+
+    Walks the listed versions, never the range: a stray file at version 10**12 must not cost 10**12 steps.
+    """
+    i = bisect_left(versions, start)
+    expected = start
+    while expected <= stop:
+        if i >= len(versions) or versions[i] != expected:
+            return expected
+        i += 1
+        expected += 1
+    return None
+
+
 def _earliest_reconstructable(commits: dict[int, LogFile], checkpoints: dict[int, list[CheckpointRef]]) -> int | None:
-    latest = max([*commits, *checkpoints])
-    for v in sorted(checkpoints):
-        if all(c in commits for c in range(v + 1, latest + 1)):
-            return v
-    return 0 if 0 in commits else None
+    """The oldest version from which every version up to the latest can be built (None: none can).
+
+    A replay can start at commit 0 or at a checkpoint; a version after the start is reachable when its commit is
+    there or a checkpoint stands in for it. So the answer is the oldest start above the newest hole.
+    """
+    present = sorted(set(commits) | set(checkpoints))
+    newest_hole = -1
+    expected = present[-1]
+    for v in reversed(present):
+        if v != expected:
+            newest_hole = expected
+            break
+        expected -= 1
+    else:
+        newest_hole = expected  # -1 when the log is complete from version 0
+    starts = ([0] if 0 in commits else []) + sorted(checkpoints)
+    return next((s for s in starts if s > newest_hole), None)
 
 
 def earliest_version(files: Sequence[LogFile]) -> int | None:

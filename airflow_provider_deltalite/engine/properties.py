@@ -38,7 +38,18 @@ _UNIT_MS = {
     "week": 7 * 86_400_000,
 }
 _INTERVAL = re.compile(r"^\s*(?:interval\s+)?(.+?)\s*$", re.IGNORECASE)
-_TERM = re.compile(r"\s*(-?\d+(?:\.\d+)?)\s*([a-zA-Z]+)\s*")
+_TERM = re.compile(r"\s*(-?[0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]+)\s*")
+
+
+_UNIT_ALIASES = {
+    "ms": "millisecond",
+    "msec": "millisecond",
+    "us": "microsecond",
+    "usec": "microsecond",
+    "sec": "second",
+    "min": "minute",
+    "hr": "hour",
+}
 
 
 def parse_interval_ms(text: str) -> int:
@@ -58,10 +69,9 @@ def parse_interval_ms(text: str) -> int:
         t = _TERM.match(body, pos)
         if not t:
             raise ValueError(f"not an interval: {text!r}")
-        unit = t.group(2).lower().rstrip("s")
-        unit = {"ms": "millisecond", "us": "microsecond", "sec": "second", "min": "minute", "hr": "hour"}.get(
-            unit, unit
-        )
+        written = t.group(2).lower()
+        # abbreviations first: stripping the plural "s" first would turn "ms" into "m"
+        unit = _UNIT_ALIASES.get(written) or _UNIT_ALIASES.get(written.rstrip("s")) or written.rstrip("s")
         if unit not in _UNIT_MS:
             raise ValueError(f"unknown interval unit {t.group(2)!r} in {text!r}")
         total += float(t.group(1)) * _UNIT_MS[unit]

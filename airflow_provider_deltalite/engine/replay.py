@@ -8,7 +8,7 @@ by a byte search and parsed one by one, so the cost per file action stays in Arr
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,12 +20,16 @@ import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
 from airflow_provider_deltalite.engine import actions as A
+from airflow_provider_deltalite.engine.arrow_util import contiguous
 from airflow_provider_deltalite.engine.errors import CheckpointUnreadable, CorruptLog
 from airflow_provider_deltalite.engine.log_path import LOG_DIR, SIDECAR_DIR
 from airflow_provider_deltalite.engine.log_segment import CheckpointRef
 from airflow_provider_deltalite.engine.storage import Storage
 
 _BOM = b"\xef\xbb\xbf"
+
+# marks the rows (given their paths and deletion vectors) that a later commit replaces
+Superseded = Callable[[pa.Array, pa.Array], pa.Array]
 _KEY_NEEDLES = tuple((name, f'"{name}"'.encode()) for name in A.NON_FILE_ACTIONS)
 
 
@@ -151,7 +155,7 @@ def _split_file_actions(
     seq = np.arange(seq_base, seq_base + table.num_rows, dtype=np.int64)
     out = []
     for name in (A.ADD, A.REMOVE):
-        column = table.column(name).combine_chunks()
+        column = contiguous(table.column(name))
         mask = column.is_valid()
         rows = pa.Table.from_struct_array(column.filter(mask)) if len(column) else None
         if rows is None:
@@ -272,11 +276,11 @@ def _arrow_to_python(value: Any, arrow_type: pa.DataType) -> Any:
 def _conform(column: pa.Array, target: pa.DataType) -> pa.Array:
     """Reshape a checkpoint column to deltalite's field layout (maps of partition values become structs)."""
     if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
+        column = contiguous(column)
     if column.type == target:
         return column
     if pa.types.is_struct(target) and pa.types.is_map(column.type):
-        children = [pc.map_lookup(column, pa.scalar(f.name, column.type.key_type), "first") for f in target]
+        children = _map_lookup_many(column, [f.name for f in target])
         children = [c.cast(f.type) for c, f in zip(children, target, strict=True)]
         return pa.StructArray.from_arrays(children, fields=list(target), mask=column.is_null())
     if pa.types.is_struct(target) and pa.types.is_struct(column.type):
@@ -286,6 +290,36 @@ def _conform(column: pa.Array, target: pa.DataType) -> pa.Array:
         ]
         return pa.StructArray.from_arrays(children, fields=list(target), mask=column.is_null())
     return column.cast(target, safe=False)
+
+
+def _map_lookup_many(column: pa.MapArray, keys: list[str]) -> list[pa.Array]:
+    """The value of each key in every map (first occurrence; null when absent), like `pc.map_lookup` per key.
+
+    One pass over the flattened entries per key instead of a per-row lookup: partitionValues maps of a checkpoint
+    have a few entries each, and `map_lookup` cost dominated reading large checkpoints.
+    """
+    n = len(column)
+    offsets = column.offsets.to_numpy()
+    lengths = np.diff(offsets)
+    start, stop = int(offsets[0]), int(offsets[-1])
+    entry_keys = column.keys.slice(start, stop - start)
+    entry_values = column.items.slice(start, stop - start)
+    owner = np.repeat(np.arange(n, dtype=np.int64), lengths)
+    # a null map may still have entries underneath; they are not its values
+    live_entry = np.repeat(column.is_valid().to_numpy(zero_copy_only=False), lengths)
+    out = []
+    for key in keys:
+        hits = pc.fill_null(pc.equal(entry_keys, pa.scalar(key, entry_keys.type)), False)
+        entries = np.flatnonzero(hits.to_numpy(zero_copy_only=False) & live_entry)
+        position = np.full(n, -1, dtype=np.int64)
+        # reversed, so that for a duplicated key the first entry is written last and wins
+        position[owner[entries[::-1]]] = entries[::-1]
+        found = position >= 0
+        missing = int(n - found.sum())
+        validity = pa.py_buffer(np.packbits(found, bitorder="little")) if missing else None
+        take = pa.Array.from_buffers(pa.int64(), n, [validity, pa.py_buffer(position)], null_count=missing)
+        out.append(entry_values.take(take))
+    return out
 
 
 def _stats_from_parsed(column: pa.Array) -> pa.Array:
@@ -312,7 +346,7 @@ def _jsonable(value: Any) -> Any:
 
 
 def _file_actions_from_checkpoint_table(
-    table: pa.Table, partition_columns: list[str], seq_start: int
+    table: pa.Table, partition_columns: list[str], seq_start: int, superseded: Superseded | None
 ) -> tuple[pa.Table, pa.Table, int]:
     ps = A.partition_struct(partition_columns)
     out = []
@@ -323,8 +357,17 @@ def _file_actions_from_checkpoint_table(
             rows = pa.schema(fields).empty_table()
             tags = pa.nulls(0, A.STRING_MAP)
         else:
-            column = table.column(name).combine_chunks()
-            column = column.filter(column.is_valid())
+            column = contiguous(table.column(name))
+            keep = column.is_valid()
+            if superseded is not None:
+                # one filter (one copy of the checkpoint's strings) for both the row kind and later commits
+                dvs = (
+                    _conform(column.field("deletionVector"), A.DELETION_VECTOR)
+                    if "deletionVector" in column.type.names
+                    else pa.nulls(len(column), A.DELETION_VECTOR)
+                )
+                keep = pc.and_(keep, pc.invert(superseded(column.field("path"), dvs)))
+            column = column.filter(keep)
             present = set(column.type.names)
             conformed = _conform(column, target)
             if "stats_parsed" in present and (
@@ -355,7 +398,7 @@ def _non_file_from_checkpoint_table(table: pa.Table, version: int) -> list[NonFi
     for name in (A.PROTOCOL, A.METADATA, A.TXN, A.DOMAIN_METADATA, A.CHECKPOINT_METADATA, A.SIDECAR):
         if name not in table.column_names:
             continue
-        column = table.column(name).combine_chunks()
+        column = contiguous(table.column(name))
         valid = column.filter(column.is_valid())
         for i, row in enumerate(valid.to_pylist()):
             found.append(NonFileAction(version, -1_000_000_000 + i, name, _arrow_to_python(row, column.type)))
@@ -374,10 +417,46 @@ _CHECKPOINT_COLUMNS = (
 )
 
 
+def _checkpoint_projection(schema: pa.Schema, stats_parsed: bool) -> list[str]:
+    """The checkpoint columns replay needs: whole non-file actions, and only the known fields of add and remove.
+
+    Spark may add `stats_parsed` / `partitionValues_parsed` and future writers other fields; reading what replay
+    ignores costs time and memory on every load. `stats_parsed` is read when asked for or when there is no `stats`.
+    """
+    empty = A.partition_struct([])
+    wanted = {
+        A.ADD: {f.name for f in A.add_fields(empty)} | {"tags"},
+        A.REMOVE: {f.name for f in A.remove_fields(empty)},
+    }
+    columns = []
+    for name in schema.names:
+        if name not in _CHECKPOINT_COLUMNS:
+            continue
+        field_type = schema.field(name).type
+        if name not in wanted or not pa.types.is_struct(field_type):
+            columns.append(name)
+            continue
+        keep = [f for f in field_type.names if f in wanted[name]]
+        if name == A.ADD and "stats_parsed" in field_type.names and (stats_parsed or "stats" not in field_type.names):
+            keep.append("stats_parsed")
+        columns.extend(f"{name}.{f}" for f in keep)
+    return columns
+
+
 def _read_parquet_actions(data: bytes) -> pa.Table:
     pf = pq.ParquetFile(pa.BufferReader(data))
-    names = [n for n in pf.schema_arrow.names if n in _CHECKPOINT_COLUMNS]
-    return pf.read(columns=names)
+    schema = pf.schema_arrow
+    table = pf.read(columns=_checkpoint_projection(schema, stats_parsed=False))
+    add_type = schema.field(A.ADD).type if A.ADD in schema.names else None
+    if (
+        add_type is not None
+        and pa.types.is_struct(add_type)
+        and {"stats", "stats_parsed"} <= set(add_type.names)
+        and pc.all(pc.is_null(pc.struct_field(table.column(A.ADD), "stats"))).as_py() is not False
+    ):
+        # stats kept only in parsed form (delta.checkpoint.writeStatsAsJson=false): read that column after all
+        table = pf.read(columns=_checkpoint_projection(schema, stats_parsed=True))
+    return table
 
 
 @dataclass
@@ -438,19 +517,29 @@ def read_checkpoint(storage: Storage, ref: CheckpointRef) -> CheckpointContent:
 
 
 def checkpoint_file_actions(
-    content: CheckpointContent, partition_columns: list[str], table_uri: str | None
+    content: CheckpointContent,
+    partition_columns: list[str],
+    table_uri: str | None,
+    superseded: Superseded | None = None,
 ) -> tuple[pa.Table, pa.Table]:
-    """The checkpoint's adds and removes in deltalite's layout (they sort before every commit in replay)."""
+    """The checkpoint's adds and removes in deltalite's layout.
+
+    ``superseded(paths, deletion_vectors)`` marks rows that later commits replace; they are dropped while reading.
+    The raw tables are released from ``content`` as they are converted, which keeps peak memory near one copy.
+    """
     adds, removes = [], []
     seq = -(1 << 40)
-    for table in content.tables:
-        a, r, seq = _file_actions_from_checkpoint_table(table, partition_columns, seq)
+    while content.tables:
+        a, r, seq = _file_actions_from_checkpoint_table(content.tables.pop(0), partition_columns, seq, superseded)
         adds.append(a)
         removes.append(r)
     if content.json_parts:
         a, r = parse_commit_file_actions(
             [(-1, d) for d in content.json_parts], partition_columns, table_uri, seq_base=seq
         )
+        if superseded is not None:
+            a = a.filter(pc.invert(superseded(a.column("path"), a.column("deletionVector"))))
+            r = r.filter(pc.invert(superseded(r.column("path"), r.column("deletionVector"))))
         adds.append(a)
         removes.append(r)
     if not adds:
@@ -467,7 +556,7 @@ def file_keys(paths: pa.Array, dvs: pa.Array, normalize) -> pa.Array:
     Paths are compared after resolving them (relative and absolute spellings of one file are one file); the
     resolution runs in Python only for paths that are absolute or URI-escaped.
     """
-    paths = paths.combine_chunks() if isinstance(paths, pa.ChunkedArray) else paths
+    paths = contiguous(paths)
     needs = pc.or_(pc.match_substring(paths, "%"), pc.match_substring(paths, ":"))
     needs = pc.or_(needs, pc.starts_with(paths, "/"))
     if pc.any(needs).as_py():
@@ -476,7 +565,7 @@ def file_keys(paths: pa.Array, dvs: pa.Array, normalize) -> pa.Array:
         for i in idx:
             values[i] = normalize(values[i])
         paths = pa.array(values, pa.string())
-    dvs = dvs.combine_chunks() if isinstance(dvs, pa.ChunkedArray) else dvs
+    dvs = contiguous(dvs)
     if dvs.null_count == len(dvs):
         return paths
     offset = pc.cast(dvs.field("offset"), pa.string())
@@ -492,17 +581,45 @@ def file_keys(paths: pa.Array, dvs: pa.Array, normalize) -> pa.Array:
     return pc.if_else(dvs.is_valid(), pc.binary_join_element_wise(paths, dv_id, "\x1f"), paths)
 
 
-def reconcile(adds: pa.Table, removes: pa.Table, normalize) -> tuple[pa.Table, pa.Table]:
-    """Newest action per logical file wins: surviving adds are the live files, surviving removes the tombstones."""
-    add_keys = file_keys(adds.column("path"), adds.column("deletionVector"), normalize)
-    remove_keys = file_keys(removes.column("path"), removes.column("deletionVector"), normalize)
-    keys = pa.concat_arrays([add_keys.cast(pa.string()), remove_keys.cast(pa.string())])
-    seq = pa.concat_arrays([adds.column("_seq").combine_chunks(), removes.column("_seq").combine_chunks()])
+def reconcile(
+    adds: pa.Table,
+    removes: pa.Table,
+    normalize: Callable[[str], str],
+    checkpoint: CheckpointContent | None = None,
+    partition_columns: list[str] | None = None,
+    table_uri: str | None = None,
+) -> tuple[pa.Table, pa.Table]:
+    """Newest action per logical file wins: surviving adds are the live files, surviving removes the tombstones.
+
+    ``adds``/``removes`` are the commit actions after the checkpoint, in replay order (``_seq``). The checkpoint's own
+    actions are reconciled already (the protocol allows no two actions for one file in a checkpoint), so only the
+    commits are grouped, and a checkpoint row survives unless a commit touches its file: the cost of reconciling
+    follows the commits, not the size of the table.
+    """
+    add_keys = file_keys(adds.column("path"), adds.column("deletionVector"), normalize).cast(pa.string())
+    remove_keys = file_keys(removes.column("path"), removes.column("deletionVector"), normalize).cast(pa.string())
+    keys = pa.concat_arrays([add_keys, remove_keys])
+    seq = pa.concat_arrays([contiguous(adds.column("_seq")), contiguous(removes.column("_seq"))])
     winners = pa.table({"k": keys, "s": seq}).group_by("k", use_threads=False).aggregate([("s", "max")])
     winning = winners.column("s_max")
     live = adds.filter(pc.is_in(adds.column("_seq"), value_set=winning))
     tombstones = removes.filter(pc.is_in(removes.column("_seq"), value_set=winning))
-    return live, tombstones
+    if checkpoint is None:
+        return live, tombstones
+    touched = contiguous(winners.column("k"))
+
+    def superseded(paths: pa.Array, dvs: pa.Array) -> pa.Array:
+        if not len(touched):
+            return pa.nulls(len(paths), pa.bool_()).fill_null(False)
+        return pc.is_in(file_keys(paths, dvs, normalize).cast(pa.string()), value_set=touched)
+
+    base_adds, base_removes = checkpoint_file_actions(
+        checkpoint, partition_columns or [], table_uri, superseded=superseded
+    )
+    return (
+        pa.concat_tables([base_adds, live], promote_options="permissive"),
+        pa.concat_tables([base_removes, tombstones], promote_options="permissive"),
+    )
 
 
 def latest_non_file_state(actions: Sequence[NonFileAction]) -> dict[str, Any]:

@@ -55,7 +55,12 @@ def plan_scan(snapshot: Snapshot, filter: str | None = None) -> ScanPlan:
     n = files.num_rows
     if not filter:
         return ScanPlan(np.arange(n), None, n, 0, 0)
-    expr = bind(parse_expression(filter), snapshot.arrow_schema)
+    try:
+        expr = bind(parse_expression(filter), snapshot.arrow_schema)
+    except InvalidExpression as exc:
+        if exc.table_uri is not None:
+            raise
+        raise InvalidExpression(exc.problem, snapshot.table_uri) from None
     keep = np.ones(n, dtype=bool)
     if snapshot.partition_columns:
         keep &= _true_mask(may_match_partitions(expr, snapshot.partition_values))

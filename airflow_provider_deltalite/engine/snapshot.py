@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_provider_deltalite.engine import actions as A
+from airflow_provider_deltalite.engine.arrow_util import contiguous
 from airflow_provider_deltalite.engine.errors import CheckpointUnreadable, CorruptLog
 from airflow_provider_deltalite.engine.features import ProtocolView, ensure_readable
 from airflow_provider_deltalite.engine.log_path import LogFileKind
@@ -19,7 +20,6 @@ from airflow_provider_deltalite.engine.properties import TableProperties
 from airflow_provider_deltalite.engine.replay import (
     NonFileAction,
     _clean_commit_bytes,
-    checkpoint_file_actions,
     find_non_file_actions,
     latest_non_file_state,
     parse_commit_file_actions,
@@ -33,6 +33,7 @@ from airflow_provider_deltalite.engine.schema import (
     parse_schema_string,
     physical_name,
 )
+from airflow_provider_deltalite.engine.stats import parse_stats
 from airflow_provider_deltalite.engine.storage import Storage
 
 _INTERNAL = ("_version", "_seq")
@@ -69,7 +70,7 @@ class Snapshot:
         self._state = state
         self.table_uri = storage.table_uri
         self.version = state.version
-        self.protocol = ProtocolView.from_action(state.protocol)
+        self.protocol = ProtocolView.from_action(state.protocol, storage.table_uri)
         self.metadata = state.metadata
         self.properties = TableProperties(state.metadata.get("configuration") or {}, self.table_uri)
         # A metaData without schemaString (seen in test tables) describes no columns; treat it as an empty schema.
@@ -113,7 +114,7 @@ class Snapshot:
     @cached_property
     def partition_values(self) -> pa.Table:
         """Typed partition values of each live file, one column per partition column (logical names)."""
-        raw = self.raw_files.column("partitionValues").combine_chunks()
+        raw = contiguous(self.raw_files.column("partitionValues"))
         columns = {}
         for field, physical in zip(self._partition_fields, self.partition_physical_names, strict=True):
             columns[field["name"]] = parse_partition_values(
@@ -126,15 +127,13 @@ class Snapshot:
     @cached_property
     def stats(self) -> pa.StructArray:
         """Parsed per-file statistics (numRecords, tightBounds, minValues, maxValues, nullCount; logical names)."""
-        from airflow_provider_deltalite.engine.stats import parse_stats
-
         names = {
             f["name"]: physical_name(f, self.column_mapping_mode)
             for f in self.schema["fields"]
             if f["name"] not in self.partition_columns
         }
         return parse_stats(
-            self.raw_files.column("stats").combine_chunks(),
+            contiguous(self.raw_files.column("stats")),
             self.data_schema,
             physical_names=names,
             table_uri=self.table_uri,
@@ -152,7 +151,7 @@ class Snapshot:
         stats = self.stats
         partition = self.partition_values
         partition_struct = (
-            pa.StructArray.from_arrays([c.combine_chunks() for c in partition.columns], names=partition.column_names)
+            pa.StructArray.from_arrays([contiguous(c) for c in partition.columns], names=partition.column_names)
             if partition.num_columns
             else pa.array([{}] * raw.num_rows, pa.struct([]))
         )
@@ -269,21 +268,12 @@ def replay_segment(storage: Storage, segment: LogSegment) -> TableState:
     state = latest_non_file_state(non_file)
     if state["protocol"] is None:
         raise CorruptLog(f"no protocol action found up to version {segment.version}", uri)
-    ensure_readable(ProtocolView.from_action(state["protocol"]), uri)
+    ensure_readable(ProtocolView.from_action(state["protocol"], uri), uri)
     if state["metaData"] is None:
         raise CorruptLog(f"no metaData action found up to version {segment.version}", uri)
     partition_columns = _partition_physical_union(non_file, uri)
-    adds, removes = [], []
-    if checkpoint is not None:
-        a, r = checkpoint_file_actions(checkpoint, partition_columns, uri)
-        adds.append(a)
-        removes.append(r)
-    a, r = parse_commit_file_actions(contents, partition_columns, uri)
-    adds.append(a)
-    removes.append(r)
-    adds_t = pa.concat_tables(adds, promote_options="permissive")
-    removes_t = pa.concat_tables(removes, promote_options="permissive")
-    live, tombstones = reconcile(adds_t, removes_t, _path_normalizer(storage))
+    adds, removes = parse_commit_file_actions(contents, partition_columns, uri)
+    live, tombstones = reconcile(adds, removes, _path_normalizer(storage), checkpoint, partition_columns, uri)
     return TableState(
         version=segment.version,
         protocol=state["protocol"],

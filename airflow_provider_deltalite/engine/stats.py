@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
+from airflow_provider_deltalite.engine.arrow_util import contiguous, is_blank
 from airflow_provider_deltalite.engine.errors import CorruptLog, SchemaError
 from airflow_provider_deltalite.engine.expressions import parse_timestamp_text
 
@@ -156,9 +157,7 @@ def stats_type(data_schema: pa.Schema) -> pa.StructType:
 
 def _as_string_array(stats_json: object, table_uri: str | None) -> pa.Array:
     if isinstance(stats_json, pa.ChunkedArray):
-        stats_json = (
-            stats_json.combine_chunks() if stats_json.num_chunks else pa.array([], type=stats_json.type or pa.string())
-        )
+        stats_json = contiguous(stats_json)
     elif not isinstance(stats_json, pa.Array):
         try:
             stats_json = pa.array(stats_json, type=pa.string())
@@ -178,12 +177,6 @@ def _as_string_array(stats_json: object, table_uri: str | None) -> pa.Array:
     if not _is_string(stats_json.type):
         raise CorruptLog(f"file statistics must be strings, not {stats_json.type}", table_uri)
     return stats_json.cast(pa.large_string())
-
-
-def _json_lines(text: pa.Array) -> pa.Array:
-    """One JSON document per row: nulls and blank strings become `{}` (the reader would skip a blank line)."""
-    lines = pc.fill_null(text, "{}")
-    return pc.if_else(pc.match_substring_regex(lines, r"^\s*$"), pa.scalar("{}", pa.large_string()), lines)
 
 
 def _read_json_batch(lines: pa.Array, json_type: pa.StructType) -> pa.StructArray:
@@ -218,7 +211,7 @@ def _read_json(text: pa.Array, json_type: pa.StructType) -> tuple[pa.StructArray
     """Parse the stats rows; returns the parsed rows and a mask of unreadable rows (None when all were readable)."""
     # Files without stats are common (whole logs have none); building every nested null field for them dominated
     # load time, so parse only the rows that have text and scatter the results back.
-    present = pc.fill_null(pc.invert(pc.match_substring_regex(text, r"^\s*$")), False)
+    present = pc.invert(is_blank(text))
     n_present = int(pc.sum(present).as_py() or 0)
     if n_present < len(text):
         if n_present == 0:
@@ -231,7 +224,8 @@ def _read_json(text: pa.Array, json_type: pa.StructType) -> tuple[pa.StructArray
 
 
 def _read_json_present(text: pa.Array, json_type: pa.StructType) -> tuple[pa.StructArray, pa.BooleanArray | None]:
-    lines = _json_lines(text)
+    # every row has text here: a blank row would be skipped by the reader and shift the rows
+    lines = text
     try:
         return _read_json_batch(lines, json_type), None
     except (pa.ArrowException, ValueError):
@@ -249,7 +243,7 @@ def _read_json_present(text: pa.Array, json_type: pa.StructType) -> tuple[pa.Str
     for start in range(0, len(lines), _FALLBACK_CHUNK):
         chunk = text.slice(start, _FALLBACK_CHUNK)
         try:
-            parts.append(_read_json_batch(_json_lines(chunk), json_type))
+            parts.append(_read_json_batch(chunk, json_type))
             broken.append(pa.repeat(pa.scalar(False), len(chunk)))
         except (pa.ArrowException, ValueError):
             rows, bad = _read_json_rows(chunk, json_type)
@@ -518,7 +512,7 @@ def parse_stats(
     null_count = _null_count_section(_child(parsed, NULL_COUNT), columns, n)
 
     # no statistics at all (null or blank) is a null row, not a row of nulls
-    mask = pc.fill_null(pc.match_substring_regex(text, r"^\s*$"), True)
+    mask = is_blank(text)
     if broken is not None:
         mask = pc.or_(mask, broken)
     out_type = _stats_struct(min_values.type, null_count.type)

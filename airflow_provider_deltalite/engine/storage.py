@@ -141,6 +141,8 @@ class Storage:
             return self.fs.cat_file(self.full_path(path))
         except FileNotFoundError:
             raise
+        except NotADirectoryError:  # a parent is a regular file: the path does not exist
+            raise FileNotFoundError(path) from None
         except (PermissionError, OSError) as exc:
             raise self._wrap(exc, path) from None
 
@@ -156,6 +158,8 @@ class Storage:
             result = self.fs.cat(full, on_error="raise")
         except FileNotFoundError:
             raise
+        except NotADirectoryError:  # a parent is a regular file: the path does not exist
+            raise FileNotFoundError(paths[0]) from None
         except (PermissionError, OSError) as exc:
             raise self._wrap(exc, paths[0]) from None
         return [result[p] for p in full]
@@ -166,6 +170,8 @@ class Storage:
             return self.fs.cat_file(self.full_path(path), start=start, end=start + length)
         except FileNotFoundError:
             raise
+        except NotADirectoryError:  # a parent is a regular file: the path does not exist
+            raise FileNotFoundError(path) from None
         except (PermissionError, OSError) as exc:
             raise self._wrap(exc, path) from None
 
@@ -175,6 +181,8 @@ class Storage:
             return self.fs.open(self.full_path(path), "rb")
         except FileNotFoundError:
             raise
+        except NotADirectoryError:  # a parent is a regular file: the path does not exist
+            raise FileNotFoundError(path) from None
         except (PermissionError, OSError) as exc:
             raise self._wrap(exc, path) from None
 
@@ -187,6 +195,8 @@ class Storage:
         try:
             if self.protocol in ("s3", "s3a") and start_name:
                 entries = self._s3_list_from(full_dir, start_name)
+            elif self.protocol in ("file", "local"):
+                entries = _local_list_from(full_dir, start_name)
             else:
                 raw = self.fs.ls(full_dir, detail=True)
                 entries = []
@@ -198,6 +208,8 @@ class Storage:
                         entries.append(FileInfo(name, int(entry.get("size") or 0), _mtime_ms(entry)))
         except FileNotFoundError:
             raise
+        except NotADirectoryError:  # a parent is a regular file: the path does not exist
+            raise FileNotFoundError(directory) from None
         except (PermissionError, OSError) as exc:
             raise self._wrap(exc, directory) from None
         entries.sort(key=lambda f: f.name)
@@ -235,6 +247,23 @@ class Storage:
 
     def __repr__(self) -> str:
         return f"Storage({redact_uri(self.table_uri)!r})"
+
+
+def _local_list_from(directory: str, start_name: str) -> list[FileInfo]:
+    # fsspec stats every entry; a long local log only needs the names after start_name stat'ed
+    entries = []
+    with os.scandir(directory) as scan:
+        for entry in scan:
+            if entry.name < start_name:
+                continue
+            try:
+                if entry.is_dir():
+                    continue
+                info = entry.stat()
+            except FileNotFoundError:  # removed by log cleanup while listing
+                continue
+            entries.append(FileInfo(entry.name, info.st_size, info.st_mtime_ns // 1_000_000))
+    return entries
 
 
 def _is_absolute_uri(path: str) -> bool:

@@ -102,22 +102,12 @@ def test_history_of_missing_path_is_table_not_found(tmp_path: Path) -> None:
     expect_error(tmp_path / "nope", TableNotFound, "path does not exist", watch=tmp_path, call=lambda t: t.history(2))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: storage.Storage.read wraps NotADirectoryError (reading _delta_log/_last_checkpoint below a "
-    "regular file) into StorageError 'storage error on _delta_log/_last_checkpoint', not TableNotFound",
-)
 def test_regular_file_as_table_path(tmp_path: Path) -> None:
     table = tmp_path / "table.parquet"
     table.write_bytes(b"PAR1 not a table")
     expect_error(table, TableNotFound)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a regular file named _delta_log gives StorageError (NotADirectoryError reading "
-    "_delta_log/_last_checkpoint) instead of TableNotFound 'no _delta_log directory'",
-)
 def test_delta_log_that_is_a_file(tmp_path: Path) -> None:
     table = tmp_path / "t"
     table.mkdir()
@@ -195,11 +185,6 @@ def test_commit_with_utf8_bom_reads_like_the_original(deltalake: Any, tmp_path: 
     assert tree_state(tmp_path) == before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: features.ProtocolView.from_action calls int() on minReaderVersion unguarded, so a malformed "
-    "protocol action escapes as a bare ValueError (no table path) instead of CorruptLog",
-)
 def test_protocol_with_non_integer_reader_version(tmp_path: Path) -> None:
     table = copy_table(SMALL, tmp_path / "t")
     commit0 = table / "_delta_log" / "00000000000000000000.json"
@@ -210,12 +195,6 @@ def test_protocol_with_non_integer_reader_version(tmp_path: Path) -> None:
     expect_error(table, CorruptLog, "protocol")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: features.ProtocolView.from_action does tuple(readerFeatures) on a string, so "
-    "readerFeatures=\"deletionVectors\" becomes 15 one-letter features ('d', 'e', ...) reported as unsupported, "
-    "instead of a CorruptLog for the malformed protocol",
-)
 def test_protocol_with_string_reader_features(tmp_path: Path) -> None:
     table = copy_table(SMALL, tmp_path / "t")
     commit0 = table / "_delta_log" / "00000000000000000000.json"

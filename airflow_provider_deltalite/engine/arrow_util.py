@@ -1,0 +1,26 @@
+"""Small pyarrow helpers shared by the engine."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+
+def contiguous(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """One Array for ``values``, copying only when there are several chunks.
+
+    `ChunkedArray.combine_chunks` copies even a single chunk; on a checkpoint of 100k files that is tens of MB.
+    """
+    if isinstance(values, pa.ChunkedArray):
+        if values.num_chunks == 1:
+            return values.chunk(0)
+        if values.num_chunks == 0:
+            return pa.nulls(0, values.type)
+        return values.combine_chunks()
+    return values
+
+
+def is_blank(text: pa.Array) -> pa.BooleanArray:
+    """True where a string is null, empty or whitespace only (never null)."""
+    blank = pc.or_(pc.equal(pc.binary_length(text), 0), pc.utf8_is_space(text))
+    return pc.fill_null(blank, True)
