@@ -30,6 +30,7 @@ conformance-doc: env
 
 bench: env
 	$(PY) benchmarks/snapshot_load.py
+	$(PY) benchmarks/commit_and_checkpoint.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

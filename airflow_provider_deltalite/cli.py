@@ -199,6 +199,46 @@ def cmd_scan(args: argparse.Namespace) -> None:
         print(rows.slice(0, 20).to_pandas().to_string() if rows.num_rows and _has_pandas() else rows.slice(0, 20))
 
 
+def cmd_checkpoint(args: argparse.Namespace) -> None:
+    from airflow_provider_deltalite.engine.checkpoint_writer import write_checkpoint
+    from airflow_provider_deltalite.engine.features import ensure_writable
+    from airflow_provider_deltalite.engine.log_cleanup import (
+        cleanup_expired_logs,
+        expired_log_cleanup_enabled,
+        log_retention_ms,
+    )
+
+    snap = _open(args).snapshot()
+    ensure_writable(snap.protocol, snap.table_uri)
+    if args.cleanup_log:
+        # check the cleanup settings before the checkpoint is written, so bad input writes nothing
+        expired_log_cleanup_enabled(snap.properties)
+        log_retention_ms(snap.properties)
+    info = write_checkpoint(snap)
+    cleanup = cleanup_expired_logs(snap) if args.cleanup_log else None
+    doc = {"checkpoint": info.to_dict(), "cleanup": cleanup.to_dict() if cleanup else None}
+    if args.json:
+        return _print_json(doc)
+    print(
+        f"checkpoint  version {info.version} ({info.kind}): {info.size} actions, {info.num_of_add_files} files, "
+        f"{_human_size(info.size_in_bytes)}"
+    )
+    for path in info.paths:
+        print(f"  {path}")
+    if not info.last_checkpoint_updated:
+        print("  _last_checkpoint left alone: it points at a newer checkpoint")
+    if cleanup is not None:
+        if not cleanup.enabled:
+            print("log cleanup disabled (delta.enableExpiredLogCleanup=false)")
+        elif cleanup.checkpoint_version is None:
+            print("log cleanup: no checkpoint is old enough; nothing deleted")
+        else:
+            print(
+                f"log cleanup: kept from checkpoint {cleanup.checkpoint_version}, "
+                f"deleted {cleanup.num_files_deleted} files"
+            )
+
+
 def _has_pandas() -> bool:
     try:
         import pandas  # noqa: F401
@@ -254,6 +294,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--filter", help="e.g. \"date = '2024-01-01' AND id > 10\"")
     p.add_argument("--output", help="write the rows to this Parquet file")
     p.set_defaults(func=cmd_scan)
+
+    p = sub.add_parser("checkpoint", parents=[common], help="write a checkpoint of the latest version")
+    p.add_argument("table")
+    p.add_argument("--cleanup-log", action="store_true", help="then delete log files past delta.logRetentionDuration")
+    p.set_defaults(func=cmd_checkpoint)
 
     p = sub.add_parser("demo", parents=[common], help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_demo)

@@ -402,3 +402,113 @@ def test_bad_filter_error_names_the_table() -> None:
     line = failed("scan", "--filter", "no_such_column = 1", ITER)
     assert line.startswith(f"deltalite: error: table {ITER}: "), line
     assert "no_such_column" in line
+
+
+# -- checkpoint ----------------------------------------------------------------------------------------------
+
+ICEBERG = CORPUS / "delta-golden/table-with-icebegCompatV2Enabled"  # writer feature icebergCompatV2 (not writable)
+OLD_MS = 1_600_000_000_000  # 2020-09-13: far beyond the default 30-day log retention
+
+
+@pytest.fixture(scope="module")
+def checkpoint_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Tables for the checkpoint subcommand, and its invocations run concurrently (each one is a subprocess)."""
+    root = tmp_path_factory.mktemp("cli_checkpoint")
+    names = ("plain", "cleanup", "human", "bad_retention", "bad_interval")
+    t = {name: copy_table(BASIC, root / name) for name in names}
+    for version in range(15):  # every commit of `cleanup` is older than the log retention
+        ns = (OLD_MS + version) * 1_000_000
+        os.utime(t["cleanup"] / f"_delta_log/{version:020d}.json", ns=(ns, ns))
+    for name, key, value in (
+        ("bad_retention", "delta.logRetentionDuration", "forever"),
+        ("bad_interval", "delta.checkpointInterval", "often"),
+    ):
+        meta = json.loads((t[name] / "_delta_log/00000000000000000000.json").read_text().splitlines()[2])
+        assert "metaData" in meta
+        meta["metaData"]["configuration"] = {key: value}
+        (t[name] / "_delta_log/00000000000000000015.json").write_text(json.dumps(meta) + "\n")
+    states = {name: tree_state(t[name]) for name in ("bad_retention", "bad_interval")}
+    states["iceberg"] = tree_state(ICEBERG)
+    invocations = [
+        ("checkpoint", "--json", str(t["plain"])),
+        ("checkpoint", "--cleanup-log", "--json", str(t["cleanup"])),
+        ("checkpoint", str(t["human"])),
+        ("checkpoint", "--cleanup-log", "--json", str(t["bad_retention"])),
+        ("checkpoint", "--json", str(t["bad_interval"])),
+        ("checkpoint", "--json", str(ICEBERG)),
+        ("checkpoint", "--json", str(root / "missing")),
+    ]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        for key, result in zip(invocations, pool.map(_run, invocations), strict=True):
+            _RESULTS[key] = result
+    return {"tables": t, "root": root, "states": states}
+
+
+def test_checkpoint_json_and_delta_rs_reads_it(checkpoint_runs: dict[str, Any], deltalake: Any) -> None:
+    table = checkpoint_runs["tables"]["plain"]
+    doc = ok_json("checkpoint", "--json", table)
+    name = "_delta_log/00000000000000000014.checkpoint.parquet"
+    rows = pq.read_metadata(table / name).num_rows
+    actions = add_actions(deltalake, table)
+    assert doc == {
+        "checkpoint": {
+            "version": 14,
+            "kind": "classic",
+            "paths": [name],
+            "size": rows,
+            "sizeInBytes": (table / name).stat().st_size,
+            "numOfAddFiles": actions.num_rows,
+            "lastCheckpointUpdated": True,
+        },
+        "cleanup": None,
+    }
+    assert rows == actions.num_rows + 2  # protocol, metaData, one add per live file; no tombstones in BASIC
+    last = json.loads((table / "_delta_log/_last_checkpoint").read_text())
+    assert (last["version"], last["size"], last["numOfAddFiles"]) == (14, rows, actions.num_rows)
+    for version in range(14):  # the commits before the checkpoint are no longer needed by delta-rs
+        (table / f"_delta_log/{version:020d}.json").unlink()
+    assert add_actions(deltalake, table).column("path").to_pylist() == actions.column("path").to_pylist()
+
+
+def test_checkpoint_cleanup_log_deletes_expired_commits(checkpoint_runs: dict[str, Any], deltalake: Any) -> None:
+    table = checkpoint_runs["tables"]["cleanup"]
+    doc = ok_json("checkpoint", "--cleanup-log", "--json", table)
+    assert doc["checkpoint"]["version"] == 14
+    cleanup = doc["cleanup"]
+    assert cleanup["checkpointVersion"] == 14 and cleanup["isDryRun"] is False and cleanup["enabled"] is True
+    expected = [f"_delta_log/{v:020d}.json" for v in range(10)] + ["_delta_log/00000000000000000010.checkpoint.parquet"]
+    expected += [f"_delta_log/{v:020d}.json" for v in range(10, 14)]
+    assert cleanup["filesDeleted"] == expected and cleanup["numFilesDeleted"] == 15
+    assert cleanup["cutoffTimestamp"] % 86_400_000 == 0
+    # hidden Hadoop `.<name>.crc` companions are not log files and are left alone
+    assert sorted(n for n in os.listdir(table / "_delta_log") if not n.startswith(".")) == [
+        "00000000000000000014.checkpoint.parquet",
+        "00000000000000000014.json",
+        "_last_checkpoint",
+    ]
+    assert add_actions(deltalake, table).num_rows == doc["checkpoint"]["numOfAddFiles"]
+
+
+def test_checkpoint_human_summary(checkpoint_runs: dict[str, Any]) -> None:
+    table = checkpoint_runs["tables"]["human"]
+    out = cli("checkpoint", table)
+    assert out.returncode == 0 and out.stderr == ""
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("checkpoint  version 14 (classic): ") and " actions, " in lines[0]
+    assert lines[1:] == ["  _delta_log/00000000000000000014.checkpoint.parquet"]
+
+
+def test_checkpoint_bad_inputs_are_one_line_and_write_nothing(checkpoint_runs: dict[str, Any]) -> None:
+    t, states = checkpoint_runs["tables"], checkpoint_runs["states"]
+    line = failed("checkpoint", "--cleanup-log", "--json", t["bad_retention"])
+    assert line.startswith(f"deltalite: error: table {t['bad_retention']}: ") and "delta.logRetentionDuration" in line
+    line = failed("checkpoint", "--json", t["bad_interval"])
+    assert line.startswith(f"deltalite: error: table {t['bad_interval']}: ") and "delta.checkpointInterval" in line
+    line = failed("checkpoint", "--json", ICEBERG)
+    assert line.startswith(f"deltalite: error: table {ICEBERG}: ") and "icebergCompatV2" in line
+    missing = checkpoint_runs["root"] / "missing"
+    assert failed("checkpoint", "--json", missing) == f"deltalite: error: table {missing}: path does not exist"
+    assert tree_state(t["bad_retention"]) == states["bad_retention"]
+    assert tree_state(t["bad_interval"]) == states["bad_interval"]
+    assert tree_state(ICEBERG) == states["iceberg"]
+    assert not missing.exists()

@@ -94,3 +94,63 @@ class InvalidExpression(DeltaLiteError):
 
 class StorageError(DeltaLiteError):
     """The storage backend failed (permissions, network) in a way that is not a missing file."""
+
+
+class CreateOnlyNotSupported(StorageError):
+    """The store cannot write a file only if it is absent, so two writers could overwrite each other's commit."""
+
+
+class ConcurrentModification(DeltaLiteError):
+    """Another writer committed first and its commit conflicts with this transaction.
+
+    Attributes:
+        winning_version: the version the other writer committed.
+        winning_operation: that commit's `commitInfo.operation`, when it has one.
+    """
+
+    def __init__(
+        self,
+        problem: str,
+        table_uri: str | None = None,
+        *,
+        winning_version: int | None = None,
+        winning_operation: str | None = None,
+    ) -> None:
+        self.winning_version = winning_version
+        self.winning_operation = winning_operation
+        if winning_version is not None:
+            by = f" ({winning_operation})" if winning_operation else ""
+            problem = f"{problem}; conflicting commit: version {winning_version}{by}"
+        super().__init__(problem, table_uri)
+
+
+class ConcurrentAppend(ConcurrentModification):
+    """Files were added to data this transaction read (Serializable writes only)."""
+
+
+class ConcurrentDeleteRead(ConcurrentModification):
+    """A file this transaction read was removed (or given a deletion vector) by another commit."""
+
+
+class ConcurrentDeleteDelete(ConcurrentModification):
+    """A file this transaction removes was removed by another commit."""
+
+
+class MetadataChanged(ConcurrentModification):
+    """The table's metadata (schema, partitioning, properties) changed since this transaction read it."""
+
+
+class ProtocolChanged(ConcurrentModification):
+    """The table's protocol changed since this transaction read it."""
+
+
+class ConcurrentTransaction(ConcurrentModification):
+    """Another commit wrote an application transaction (txn) or domain this transaction also uses."""
+
+
+class CommitRetriesExhausted(ConcurrentModification):
+    """No conflict was found, but other writers kept winning the next version until the attempt limit."""
+
+
+class TransactionError(DeltaLiteError):
+    """A transaction was used wrongly: staged actions that are invalid, a snapshot of another table, a committed one."""

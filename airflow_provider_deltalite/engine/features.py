@@ -56,7 +56,8 @@ FEATURES: dict[str, FeatureInfo] = {
         _f("typeWidening", True, True, True),
         _f("typeWidening-preview", True, True, True),
         _f("domainMetadata", False, True, True),
-        _f("rowTracking", False, True, False, note="rewrites must preserve row ids"),
+        # writable for commits without new files; Transaction refuses adds (no row ids are assigned or preserved)
+        _f("rowTracking", False, True, True),
         _f("inCommitTimestamp", False, True, True),
         _f("inCommitTimestamp-preview", False, True, True),
         _f("clustering", False, True, True),

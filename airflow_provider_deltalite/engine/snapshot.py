@@ -87,6 +87,16 @@ class Snapshot:
         self.app_transactions = state.txn
         self.domain_metadata = state.domain_metadata
 
+    @property
+    def storage(self) -> Storage:
+        """The storage of the table this snapshot belongs to."""
+        return self._storage
+
+    @property
+    def segment(self) -> LogSegment:
+        """The log files this snapshot was replayed from."""
+        return self._state.segment
+
     # -- schema -----------------------------------------------------------------------------------------
 
     @cached_property

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
+import threading
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -12,7 +15,7 @@ from urllib.parse import unquote, urlsplit
 
 import fsspec
 
-from airflow_provider_deltalite.engine.errors import StorageError, TableNotFound, redact_uri
+from airflow_provider_deltalite.engine.errors import CreateOnlyNotSupported, StorageError, TableNotFound, redact_uri
 
 # Options that configure deltalite itself rather than the fsspec backend.
 _DELTALITE_OPTIONS = ("deltalite_single_writer",)
@@ -78,8 +81,12 @@ class Storage:
         for key in _DELTALITE_OPTIONS:
             options.pop(key, None)
         self._options = options
+        fs_options = dict(options)
+        if urlsplit(self.table_uri).scheme not in ("", "file", "memory", "local"):
+            # Other writers change the log under us; a cached directory listing makes a new commit look missing.
+            fs_options.setdefault("use_listings_cache", False)
         try:
-            self.fs, root = fsspec.core.url_to_fs(self.table_uri, **options)
+            self.fs, root = fsspec.core.url_to_fs(self.table_uri, **fs_options)
         except (ImportError, ValueError) as exc:
             raise StorageError(f"cannot open storage: {type(exc).__name__}: {exc}", self.table_uri) from None
         self.root = root.rstrip("/") or "/"
@@ -242,11 +249,154 @@ class Storage:
             raise FileNotFoundError(full_dir)
         return out
 
+    # -- writes ------------------------------------------------------------------------------------------
+
+    @property
+    def create_only(self) -> str | None:
+        """How this store writes a file only if it is absent: ``"native"`` (atomic put-if-absent), ``"single-writer"``
+        (the user opted in with ``deltalite_single_writer``: an existence check, safe only without other writers),
+        or None (commits are refused)."""
+        if self.protocol in _NATIVE_CREATE_ONLY:
+            return "native"
+        return "single-writer" if self.single_writer else None
+
+    def write_create_only(self, path: str, data: bytes) -> None:
+        """Write ``path`` only if it does not exist; raises FileExistsError when it does (another writer won).
+
+        Local files are written to a hidden temporary name and hard-linked into place, so the name appears with its
+        whole content or not at all; S3 uses a conditional PUT (`If-None-Match: *`).
+
+        Raises:
+            FileExistsError: the file exists.
+            CreateOnlyNotSupported: the store has no put-if-absent and single-writer mode is off.
+        """
+        mode = self.create_only
+        if mode is None:
+            raise CreateOnlyNotSupported(
+                f"the {self.protocol}:// store cannot write a file only if it is absent, so concurrent writers "
+                "could overwrite each other's commits; if this table has exactly one writer, pass the storage option "
+                "deltalite_single_writer=true",
+                self.table_uri,
+            )
+        full = self.full_path(path)
+        try:
+            if self.protocol in ("file", "local"):
+                _local_create_only(full, data)
+            elif self.protocol == "memory":
+                with _MEMORY_LOCK:
+                    if self.fs.exists(full):
+                        raise FileExistsError(full)
+                    self.fs.pipe_file(full, data)
+            elif mode == "native":
+                self.fs.pipe_file(full, data, mode="create")
+            else:
+                if self.fs.exists(full):
+                    raise FileExistsError(full)
+                self.fs.pipe_file(full, data)
+        except FileExistsError:
+            raise
+        except (PermissionError, OSError) as exc:
+            if _is_lost_conditional_put(exc):
+                raise FileExistsError(full) from None
+            raise self._wrap(exc, path) from None
+
+    def write(self, path: str, data: bytes) -> None:
+        """Write (or replace) ``path`` so that readers see the old or the new content, never a part."""
+        full = self.full_path(path)
+        try:
+            if self.protocol in ("file", "local"):
+                _local_replace(full, data)
+            else:
+                self.fs.pipe_file(full, data)
+        except (PermissionError, OSError) as exc:
+            raise self._wrap(exc, path) from None
+
+    def delete(self, paths: Iterable[str]) -> None:
+        """Delete files; files already gone are fine (another cleanup may have run)."""
+        paths = list(paths)
+        full = [self.full_path(p) for p in paths]
+        if not full:
+            return
+        try:
+            if self.protocol in ("file", "local"):
+                for f in full:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(f)
+            else:
+                self.fs.rm(full)
+        except FileNotFoundError:
+            pass
+        except (PermissionError, OSError) as exc:
+            raise self._wrap(exc, paths[0]) from None
+
     def _wrap(self, exc: BaseException, path: str) -> StorageError:
         return StorageError(f"storage error on {path}: {type(exc).__name__}: {exc}", self.table_uri)
 
     def __repr__(self) -> str:
         return f"Storage({redact_uri(self.table_uri)!r})"
+
+
+# Stores whose fsspec backend does an atomic put-if-absent. s3fs sends `If-None-Match: *` (AWS S3 since 2024, MinIO,
+# moto); local files use a hard link. Other object stores are refused until their backend is verified.
+_NATIVE_CREATE_ONLY = frozenset({"file", "local", "memory", "s3", "s3a"})
+_MEMORY_LOCK = threading.Lock()
+
+
+def _is_lost_conditional_put(exc: BaseException) -> bool:
+    # s3fs maps a failed If-None-Match to FileExistsError only when the response names the condition; some servers
+    # omit it, and a concurrent conditional write to the same key answers 409 ConditionalRequestConflict.
+    text = str(exc)
+    return "PreconditionFailed" in text or "ConditionalRequestConflict" in text or "Precondition Failed" in text
+
+
+def _temp_name(full: str) -> str:
+    directory, name = os.path.split(full)
+    # a leading dot keeps the temporary file out of log listings and VACUUM (hidden)
+    return os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
+
+
+def _write_temp(full: str, data: bytes) -> str:
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    tmp = _temp_name(full)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return tmp
+
+
+def _local_create_only(full: str, data: bytes) -> None:
+    tmp = _write_temp(full, data)
+    try:
+        os.link(tmp, full)  # fails with FileExistsError when the name exists: the put-if-absent
+    except FileExistsError:
+        raise
+    except OSError:
+        # no hard links on this filesystem: exclusive create, then write (a reader may briefly see a short file)
+        fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+def _local_replace(full: str, data: bytes) -> None:
+    tmp = _write_temp(full, data)
+    try:
+        os.replace(tmp, full)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def _local_list_from(directory: str, start_name: str) -> list[FileInfo]:

@@ -17,6 +17,7 @@ from airflow_provider_deltalite.engine.snapshot import (
     read_commit_info,
 )
 from airflow_provider_deltalite.engine.storage import Storage
+from airflow_provider_deltalite.engine.transaction import Transaction, start_transaction
 
 
 def parse_timestamp_ms(value: datetime | int | float | str) -> int:
@@ -124,6 +125,19 @@ class DeltaTable:
             else:
                 break
         return chosen
+
+    def transaction(
+        self, snapshot: Snapshot | None = None, *, read_version: int | None = None, **options: Any
+    ) -> Transaction:
+        """Start a transaction from ``snapshot`` (or the snapshot at ``read_version``; latest when both are None).
+
+        Options go to `Transaction` (``retry=RetryPolicy(...)``, ``post_commit_hooks=False``).
+
+        Raises:
+            VersionNotFound: ``read_version`` is not in the log.
+            TransactionError: the snapshot belongs to another table.
+        """
+        return start_transaction(self.storage, snapshot, read_version, **options)
 
     def history(self, limit: int | None = None) -> list[dict[str, Any]]:
         """commitInfo of each commit, newest first, with ``version`` filled in."""

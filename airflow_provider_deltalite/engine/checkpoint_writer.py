@@ -1,0 +1,599 @@
+"""Writing checkpoints: classic single-file checkpoints, V2 checkpoints with sidecars, and `_last_checkpoint`.
+
+A checkpoint holds the reconciled state of one version as Parquet, one action per row, in the column layout the
+reference implementation writes (`txn`, `add`, `remove`, `metaData`, `protocol`, `domainMetadata`, plus
+`checkpointMetadata` and `sidecar` for V2-spec checkpoints). The rules followed here are the reference's
+(`Checkpoints.scala`, `InMemoryLogReplay.scala`, `LastCheckpointInfo.scala`):
+
+- adds and removes are written with ``dataChange=false``; removes carry no stats and no tags;
+- tombstones are kept only while ``deletionTimestamp > now - delta.deletedFileRetentionDuration`` (a missing
+  timestamp counts as 0, so it is dropped);
+- when ``delta.setTransactionRetentionDuration`` is set, txns are kept only while ``lastUpdated`` is newer than the
+  retention (a txn without ``lastUpdated`` is dropped);
+- multi-part checkpoints are never written (deprecated, and forbidden once v2Checkpoint is enabled).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import math
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+from urllib.parse import quote
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from airflow_provider_deltalite.engine import actions as A
+from airflow_provider_deltalite.engine.arrow_util import contiguous
+from airflow_provider_deltalite.engine.errors import InvalidTableProperty
+from airflow_provider_deltalite.engine.log_path import LAST_CHECKPOINT, LOG_DIR, SIDECAR_DIR, version_prefix
+from airflow_provider_deltalite.engine.log_segment import read_last_checkpoint_hint
+from airflow_provider_deltalite.engine.properties import TableProperties
+from airflow_provider_deltalite.engine.schema import delta_schema_to_arrow
+from airflow_provider_deltalite.engine.snapshot import Snapshot
+from airflow_provider_deltalite.engine.stats import parse_stats
+from airflow_provider_deltalite.engine.storage import Storage
+
+__all__ = [
+    "SIDECAR_PART_SIZE",
+    "CheckpointInfo",
+    "checkpoint_interval",
+    "checkpoint_policy",
+    "last_checkpoint_checksum",
+    "should_checkpoint",
+    "write_checkpoint",
+]
+
+CHECKPOINT_INTERVAL = "delta.checkpointInterval"
+CHECKPOINT_POLICY = "delta.checkpointPolicy"
+DELETED_FILE_RETENTION = "delta.deletedFileRetentionDuration"
+SET_TRANSACTION_RETENTION = "delta.setTransactionRetentionDuration"
+WRITE_STATS_AS_JSON = "delta.checkpoint.writeStatsAsJson"
+WRITE_STATS_AS_STRUCT = "delta.checkpoint.writeStatsAsStruct"
+V2_CHECKPOINT_FEATURE = "v2Checkpoint"
+
+# The reference's `checkpoint.partSize` default for V2 sidecars: at most this many file actions per sidecar file.
+SIDECAR_PART_SIZE = 50_000
+
+# -- the checkpoint's Arrow shapes (field names and types as Spark writes them) ---------------------------------
+
+_STRING_LIST = pa.list_(pa.string())
+TXN_TYPE = pa.struct([("appId", pa.string()), ("version", pa.int64()), ("lastUpdated", pa.int64())])
+PROTOCOL_TYPE = pa.struct(
+    [
+        ("minReaderVersion", pa.int32()),
+        ("minWriterVersion", pa.int32()),
+        ("readerFeatures", _STRING_LIST),
+        ("writerFeatures", _STRING_LIST),
+    ]
+)
+METADATA_TYPE = pa.struct(
+    [
+        ("id", pa.string()),
+        ("name", pa.string()),
+        ("description", pa.string()),
+        ("format", pa.struct([("provider", pa.string()), ("options", A.STRING_MAP)])),
+        ("schemaString", pa.string()),
+        ("partitionColumns", _STRING_LIST),
+        ("configuration", A.STRING_MAP),
+        ("createdTime", pa.int64()),
+    ]
+)
+DOMAIN_METADATA_TYPE = pa.struct([("domain", pa.string()), ("configuration", pa.string()), ("removed", pa.bool_())])
+CHECKPOINT_METADATA_TYPE = pa.struct([("version", pa.int64()), ("tags", A.STRING_MAP)])
+SIDECAR_TYPE = pa.struct(
+    [("path", pa.string()), ("sizeInBytes", pa.int64()), ("modificationTime", pa.int64()), ("tags", A.STRING_MAP)]
+)
+REMOVE_TYPE = pa.struct(
+    [
+        ("path", pa.string()),
+        ("deletionTimestamp", pa.int64()),
+        ("dataChange", pa.bool_()),
+        ("extendedFileMetadata", pa.bool_()),
+        ("partitionValues", A.STRING_MAP),
+        ("size", pa.int64()),
+        ("deletionVector", A.DELETION_VECTOR),
+        ("baseRowId", pa.int64()),
+        ("defaultRowCommitVersion", pa.int64()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    """What `write_checkpoint` wrote.
+
+    Attributes:
+        version: the table version the checkpoint describes.
+        kind: ``"classic"`` (one `<v>.checkpoint.parquet`) or ``"v2"`` (a UUID-named top-level file plus sidecars).
+        paths: the files written, relative to the table root; the checkpoint file first, then its sidecars.
+        size: the number of actions (rows) in the checkpoint, sidecars included.
+        size_in_bytes: the bytes of all checkpoint files, sidecars included.
+        num_of_add_files: the number of `add` actions.
+        last_checkpoint_updated: whether `_delta_log/_last_checkpoint` now points at this checkpoint (it is left
+            alone when it already points at a newer one).
+    """
+
+    version: int
+    kind: str
+    paths: tuple[str, ...]
+    size: int
+    size_in_bytes: int
+    num_of_add_files: int
+    last_checkpoint_updated: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plain dict shown by the CLI and returned over XCom."""
+        return {
+            "version": self.version,
+            "kind": self.kind,
+            "paths": list(self.paths),
+            "size": self.size,
+            "sizeInBytes": self.size_in_bytes,
+            "numOfAddFiles": self.num_of_add_files,
+            "lastCheckpointUpdated": self.last_checkpoint_updated,
+        }
+
+
+# -- properties ------------------------------------------------------------------------------------------------
+
+
+def checkpoint_interval(properties: TableProperties) -> int:
+    """``delta.checkpointInterval`` (default 10).
+
+    Raises:
+        InvalidTableProperty: the value is not a whole number of at least 1.
+    """
+    return properties.positive_integer(CHECKPOINT_INTERVAL)
+
+
+def should_checkpoint(version: int, properties: TableProperties) -> bool:
+    """Whether the reference's post-commit hook would checkpoint ``version``: not version 0, and a multiple of the
+    interval.
+
+    Raises:
+        InvalidTableProperty: ``delta.checkpointInterval`` is invalid.
+    """
+    interval = checkpoint_interval(properties)
+    return version != 0 and version % interval == 0
+
+
+def checkpoint_policy(properties: TableProperties, table_uri: str | None = None) -> str:
+    """``delta.checkpointPolicy``: ``"classic"`` (default) or ``"v2"`` (any case).
+
+    Raises:
+        InvalidTableProperty: any other value.
+    """
+    value = properties[CHECKPOINT_POLICY].strip().lower()
+    if value not in ("classic", "v2"):
+        raise InvalidTableProperty(
+            f"property {CHECKPOINT_POLICY}={properties[CHECKPOINT_POLICY]!r} is invalid: must be classic or v2",
+            table_uri,
+        )
+    return value
+
+
+@dataclass(frozen=True)
+class _Options:
+    """Everything the properties decide, resolved (and validated) before anything is written."""
+
+    json_stats: bool
+    struct_stats: bool
+    v2_spec: bool  # the protocol supports v2Checkpoint: write checkpointMetadata (and sidecar) columns
+    use_sidecars: bool  # policy v2: UUID-named top-level file with sidecars
+    tombstone_cutoff: int
+    txn_cutoff: int | None
+
+
+def _options(snapshot: Snapshot, now_ms: int) -> _Options:
+    props = snapshot.properties
+    checkpoint_interval(props)  # a table whose checkpoint settings do not parse gets no checkpoint at all
+    policy = checkpoint_policy(props, snapshot.table_uri)
+    json_stats = props.boolean(WRITE_STATS_AS_JSON)
+    # Only when set explicitly: PROTOCOL.md says the default is false (the reference's code says true).
+    struct_stats = WRITE_STATS_AS_STRUCT in props.explicit and props.boolean(WRITE_STATS_AS_STRUCT)
+    tombstone_cutoff = now_ms - props.interval_ms(DELETED_FILE_RETENTION)
+    txn_cutoff = now_ms - props.interval_ms(SET_TRANSACTION_RETENTION) if SET_TRANSACTION_RETENTION in props else None
+    v2_spec = snapshot.protocol.has_feature(V2_CHECKPOINT_FEATURE)
+    return _Options(json_stats, struct_stats, v2_spec, v2_spec and policy == "v2", tombstone_cutoff, txn_cutoff)
+
+
+# -- building the action rows ------------------------------------------------------------------------------------
+
+
+def _partition_map(values: pa.Array, always: Sequence[str]) -> pa.MapArray:
+    """partitionValues as the log's map<string,string> from deltalite's struct of physical columns.
+
+    The columns in ``always`` (the current partition columns) are written for every non-null row, with a null value
+    where the log had null; other struct fields (partition columns of an older metaData) only where they hold a
+    value. A null struct (partitionValues absent in the log) stays a null map.
+    """
+    values = contiguous(values)
+    n = len(values)
+    names = list(values.type.names) if pa.types.is_struct(values.type) else []
+    row_valid = values.is_valid().to_numpy(zero_copy_only=False)
+    if not names or n == 0:
+        offsets = pa.array(np.zeros(n + 1, dtype=np.int32))
+        empty = pa.array([], pa.string())
+        return pa.MapArray.from_arrays(offsets, empty, empty, type=A.STRING_MAP, mask=pa.array(~row_valid))
+    children = [pc.struct_field(values, [j]).cast(pa.string()) for j in range(len(names))]
+    include = np.empty((n, len(names)), dtype=bool)
+    for j, (name, child) in enumerate(zip(names, children, strict=True)):
+        include[:, j] = True if name in always else child.is_valid().to_numpy(zero_copy_only=False)
+    include &= row_valid[:, None]
+    rows, cols = np.nonzero(include)  # row-major: each row's entries in struct-field order
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(include.sum(axis=1), out=offsets[1:])
+    keys = pa.array(names, pa.string()).take(pa.array(cols, pa.int64()))
+    items = pa.concat_arrays(children).take(pa.array(cols.astype(np.int64) * n + rows, pa.int64()))
+    return pa.MapArray.from_arrays(pa.array(offsets), keys, items, type=A.STRING_MAP, mask=pa.array(~row_valid))
+
+
+def _prune_empty_structs(array: pa.Array) -> pa.Array | None:
+    """Drop struct fields without children, recursively (Parquet cannot store an empty group); None if nothing is
+    left."""
+    if not pa.types.is_struct(array.type):
+        return array
+    kept_arrays, kept_fields = [], []
+    for field, child in zip(array.type, array.flatten(), strict=True):
+        pruned = _prune_empty_structs(child)
+        if pruned is not None:
+            kept_arrays.append(pruned)
+            kept_fields.append(pa.field(field.name, pruned.type, field.nullable))
+    if not kept_fields:
+        return None
+    return pa.StructArray.from_arrays(kept_arrays, fields=kept_fields, mask=array.is_null())
+
+
+def _stats_parsed(snapshot: Snapshot, stats: pa.Array) -> pa.Array | None:
+    """`add.stats_parsed`: the stats JSON typed by the table schema, keyed by physical column names."""
+    schema = delta_schema_to_arrow(
+        snapshot.schema, physical=True, mode=snapshot.column_mapping_mode, exclude=snapshot.partition_columns
+    )
+    parsed = parse_stats(stats, schema, table_uri=snapshot.table_uri)
+    # parse_stats reads an absent tightBounds as true (that is what it means); the checkpoint keeps it absent.
+    written = pc.fill_null(pc.match_substring(stats, '"tightBounds"'), False)
+    tight = pc.if_else(written, parsed.field("tightBounds"), pa.scalar(None, pa.bool_()))
+    order = ("numRecords", "minValues", "maxValues", "nullCount")
+    arrays = [parsed.field(name) for name in order] + [tight]
+    fields = [parsed.type.field(name) for name in order] + [pa.field("tightBounds", pa.bool_())]
+    return _prune_empty_structs(pa.StructArray.from_arrays(arrays, fields=fields, mask=parsed.is_null()))
+
+
+def _partition_values_parsed(snapshot: Snapshot) -> pa.Array | None:
+    """`add.partitionValues_parsed`: typed partition values keyed by physical column names."""
+    if not snapshot.partition_columns:
+        return None
+    typed = snapshot.partition_values
+    arrays = [contiguous(typed.column(name)) for name in snapshot.partition_columns]
+    return pa.StructArray.from_arrays(arrays, names=list(snapshot.partition_physical_names))
+
+
+def _add_column(snapshot: Snapshot, options: _Options) -> pa.StructArray:
+    raw = snapshot.raw_files
+    n = raw.num_rows
+    stats = contiguous(raw.column("stats")).cast(pa.string())
+    columns: list[tuple[str, pa.Array]] = [
+        ("path", contiguous(raw.column("path")).cast(pa.string())),
+        ("partitionValues", _partition_map(raw.column("partitionValues"), snapshot.partition_physical_names)),
+        ("size", contiguous(raw.column("size"))),
+        ("modificationTime", contiguous(raw.column("modificationTime"))),
+        # the reference writes dataChange=false for every action of a checkpoint (InMemoryLogReplay)
+        ("dataChange", pa.repeat(pa.scalar(False), n) if n else pa.array([], pa.bool_())),
+    ]
+    if options.json_stats:
+        columns.append(("stats", stats))
+    columns += [
+        ("tags", contiguous(raw.column("tags")).cast(A.STRING_MAP)),
+        ("deletionVector", contiguous(raw.column("deletionVector")).cast(A.DELETION_VECTOR)),
+        ("baseRowId", contiguous(raw.column("baseRowId"))),
+        ("defaultRowCommitVersion", contiguous(raw.column("defaultRowCommitVersion"))),
+        ("clusteringProvider", contiguous(raw.column("clusteringProvider")).cast(pa.string())),
+    ]
+    if options.struct_stats:
+        parsed = _stats_parsed(snapshot, stats)
+        if parsed is not None:
+            columns.append(("stats_parsed", parsed))
+        partition = _partition_values_parsed(snapshot)
+        if partition is not None:
+            columns.append(("partitionValues_parsed", partition))
+    return pa.StructArray.from_arrays([c for _, c in columns], names=[name for name, _ in columns])
+
+
+def _remove_column(snapshot: Snapshot, options: _Options) -> pa.StructArray:
+    tombstones = snapshot.tombstones
+    deleted_at = pc.fill_null(contiguous(tombstones.column("deletionTimestamp")), 0)
+    tombstones = tombstones.filter(pc.greater(deleted_at, options.tombstone_cutoff))
+    n = tombstones.num_rows
+    arrays = [
+        contiguous(tombstones.column("path")).cast(pa.string()),
+        contiguous(tombstones.column("deletionTimestamp")),
+        pa.repeat(pa.scalar(False), n) if n else pa.array([], pa.bool_()),
+        contiguous(tombstones.column("extendedFileMetadata")),
+        _partition_map(tombstones.column("partitionValues"), snapshot.partition_physical_names),
+        contiguous(tombstones.column("size")),
+        contiguous(tombstones.column("deletionVector")).cast(A.DELETION_VECTOR),
+        contiguous(tombstones.column("baseRowId")),
+        contiguous(tombstones.column("defaultRowCommitVersion")),
+    ]
+    return pa.StructArray.from_arrays(arrays, fields=list(REMOVE_TYPE))
+
+
+def _string_map(value: Any) -> list[tuple[str, str | None]] | None:
+    if not isinstance(value, Mapping):
+        return None
+    return [(str(k), None if v is None else str(v)) for k, v in value.items()]
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _str(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _non_file_rows(snapshot: Snapshot, options: _Options) -> list[tuple[str, pa.Array]]:
+    """protocol, metaData, domainMetadata and txn rows, in the reference's order."""
+    proto = snapshot.protocol
+    protocol = {
+        "minReaderVersion": proto.min_reader_version,
+        "minWriterVersion": proto.min_writer_version,
+        # feature lists exist exactly when the versions say they do (reader 3 / writer 7)
+        "readerFeatures": list(proto.reader_features) if proto.min_reader_version >= 3 else None,
+        "writerFeatures": list(proto.writer_features) if proto.min_writer_version >= 7 else None,
+    }
+    meta = snapshot.metadata
+    # written as the log has it (absent stays null) so that a snapshot read from the checkpoint is the same
+    fmt = meta.get("format")
+    columns = meta.get("partitionColumns")
+    metadata = {
+        "id": _str(meta.get("id")),
+        "name": _str(meta.get("name")),
+        "description": _str(meta.get("description")),
+        "format": (
+            {"provider": _str(fmt.get("provider")), "options": _string_map(fmt.get("options"))}
+            if isinstance(fmt, Mapping)
+            else None
+        ),
+        "schemaString": _str(meta.get("schemaString")),
+        "partitionColumns": [str(c) for c in columns] if isinstance(columns, list) else None,
+        "configuration": _string_map(meta.get("configuration")),
+        "createdTime": _int(meta.get("createdTime")),
+    }
+    domains = [
+        {"domain": d.get("domain"), "configuration": _str(d.get("configuration")), "removed": False}
+        for d in snapshot.domain_metadata.values()
+    ]
+    txns = []
+    for txn in snapshot.app_transactions.values():
+        last_updated = _int(txn.get("lastUpdated"))
+        if options.txn_cutoff is not None and (last_updated is None or last_updated <= options.txn_cutoff):
+            continue  # expired under delta.setTransactionRetentionDuration
+        txns.append({"appId": txn.get("appId"), "version": _int(txn.get("version")), "lastUpdated": last_updated})
+    rows = [
+        (A.PROTOCOL, pa.array([protocol], PROTOCOL_TYPE)),
+        (A.METADATA, pa.array([metadata], METADATA_TYPE)),
+    ]
+    if domains:
+        rows.append((A.DOMAIN_METADATA, pa.array(domains, DOMAIN_METADATA_TYPE)))
+    if txns:
+        rows.append((A.TXN, pa.array(txns, TXN_TYPE)))
+    return rows
+
+
+def _assemble(schema: pa.Schema, parts: Sequence[tuple[str, pa.Array]]) -> pa.Table:
+    """One table of ``schema`` where each part fills its own column and every other column is null."""
+    tables = []
+    for name, values in parts:
+        n = len(values)
+        if n == 0:
+            continue
+        columns = [values if f.name == name else pa.nulls(n, f.type) for f in schema]
+        tables.append(pa.Table.from_arrays(columns, schema=schema))
+    if not tables:
+        return schema.empty_table()
+    return pa.concat_tables(tables)
+
+
+def _to_parquet(table: pa.Table) -> bytes:
+    sink = io.BytesIO()
+    pq.write_table(table, sink, compression="snappy")
+    return sink.getvalue()
+
+
+def _stat(storage: Storage, directory: str, name: str, fallback_ms: int) -> int:
+    """The modification time of a file just written (the fallback when the store does not report one)."""
+    for info in storage.list_from(directory, name):
+        if info.name == name:
+            return info.modification_time or fallback_ms
+        if info.name > name:
+            break
+    return fallback_ms
+
+
+# -- writing -----------------------------------------------------------------------------------------------------
+
+
+def write_checkpoint(snapshot: Snapshot, *, now_ms: int | None = None) -> CheckpointInfo:
+    """Write a checkpoint of ``snapshot.version`` and point `_delta_log/_last_checkpoint` at it.
+
+    A classic `<version>.checkpoint.parquet` is written unless the protocol lists the `v2Checkpoint` feature and
+    ``delta.checkpointPolicy`` is ``v2``: then the file actions go to sidecar files under `_delta_log/_sidecars/`
+    (one per 50,000 actions) and a UUID-named top-level file holds one `checkpointMetadata` row, a `sidecar` row per
+    sidecar and the non-file actions. With v2Checkpoint supported but the classic policy, the classic file carries a
+    `checkpointMetadata` row (a V2-spec classic checkpoint). Every file is written atomically; `_last_checkpoint` is
+    written last and never moved back to an older version.
+
+    Args:
+        snapshot: the table state to checkpoint (its commit exists: a snapshot is only built from a committed log).
+        now_ms: the current time in ms since the epoch (tests pin it); tombstones and txns expire against it.
+
+    Returns:
+        What was written.
+
+    Raises:
+        InvalidTableProperty: ``delta.checkpointInterval``, ``delta.checkpointPolicy``,
+            ``delta.deletedFileRetentionDuration``, ``delta.setTransactionRetentionDuration`` or
+            ``delta.checkpoint.writeStatsAs*`` does not parse; nothing is written then.
+        StorageError: a write failed.
+    """
+    now_ms = int(time.time() * 1000) if now_ms is None else int(now_ms)
+    options = _options(snapshot, now_ms)  # every property is checked before the first byte is written
+    storage = snapshot.storage
+    version = snapshot.version
+
+    adds = _add_column(snapshot, options)
+    removes = _remove_column(snapshot, options)
+    non_file = _non_file_rows(snapshot, options)
+    file_fields = [pa.field(A.ADD, adds.type), pa.field(A.REMOVE, REMOVE_TYPE)]
+    top_fields = [pa.field(A.TXN, TXN_TYPE), *file_fields]
+    top_fields += [
+        pa.field(A.METADATA, METADATA_TYPE),
+        pa.field(A.PROTOCOL, PROTOCOL_TYPE),
+        pa.field(A.DOMAIN_METADATA, DOMAIN_METADATA_TYPE),
+    ]
+    if options.v2_spec:
+        top_fields += [pa.field(A.CHECKPOINT_METADATA, CHECKPOINT_METADATA_TYPE), pa.field(A.SIDECAR, SIDECAR_TYPE)]
+    top_schema = pa.schema(top_fields)
+    header: list[tuple[str, pa.Array]] = []
+    if options.v2_spec:
+        header.append((A.CHECKPOINT_METADATA, pa.array([{"version": version, "tags": None}], CHECKPOINT_METADATA_TYPE)))
+
+    written: list[str] = []
+    if not options.use_sidecars:
+        table = _assemble(top_schema, [*header, *non_file, (A.ADD, adds), (A.REMOVE, removes)])
+        data = _to_parquet(table)
+        path = f"{LOG_DIR}/{version_prefix(version)}.checkpoint.parquet"
+        storage.write(path, data)
+        written.append(path)
+        size, total_bytes, v2_pointer = table.num_rows, len(data), None
+    else:
+        # Sidecars first: the top-level file names them, and a reader must never find it before they exist.
+        file_schema = pa.schema(file_fields)
+        file_table = _assemble(file_schema, [(A.ADD, adds), (A.REMOVE, removes)])
+        sidecar_rows = []
+        sidecar_paths = []
+        sidecar_bytes = 0
+        for start in range(0, file_table.num_rows, SIDECAR_PART_SIZE):
+            data = _to_parquet(file_table.slice(start, SIDECAR_PART_SIZE))
+            name = f"{uuid.uuid4()}.parquet"
+            directory = f"{LOG_DIR}/{SIDECAR_DIR}"
+            storage.write(f"{directory}/{name}", data)
+            mtime = _stat(storage, directory, name, int(time.time() * 1000))
+            sidecar_rows.append({"path": name, "sizeInBytes": len(data), "modificationTime": mtime, "tags": None})
+            sidecar_paths.append(f"{directory}/{name}")
+            sidecar_bytes += len(data)
+        parts = list(header)
+        if sidecar_rows:
+            parts.append((A.SIDECAR, pa.array(sidecar_rows, SIDECAR_TYPE)))
+        table = _assemble(top_schema, [*parts, *non_file])
+        data = _to_parquet(table)
+        top_name = f"{version_prefix(version)}.checkpoint.{uuid.uuid4()}.parquet"
+        storage.write(f"{LOG_DIR}/{top_name}", data)
+        written += [f"{LOG_DIR}/{top_name}", *sidecar_paths]
+        top_mtime = _stat(storage, LOG_DIR, top_name, int(time.time() * 1000))
+        size = table.num_rows + file_table.num_rows
+        total_bytes = len(data) + sidecar_bytes
+        v2_pointer = {"path": top_name, "sizeInBytes": len(data), "modificationTime": top_mtime}
+
+    updated = _write_last_checkpoint(storage, version, size, total_bytes, len(adds), v2_pointer)
+    return CheckpointInfo(
+        version=version,
+        kind="v2" if options.use_sidecars else "classic",
+        paths=tuple(written),
+        size=size,
+        size_in_bytes=total_bytes,
+        num_of_add_files=len(adds),
+        last_checkpoint_updated=updated,
+    )
+
+
+def _write_last_checkpoint(
+    storage: Storage, version: int, size: int, size_in_bytes: int, num_adds: int, v2: dict[str, Any] | None
+) -> bool:
+    hint = read_last_checkpoint_hint(storage)
+    if hint is not None and hint["version"] > version:
+        return False  # a newer checkpoint exists; the pointer only ever moves forward
+    # version, size (and parts, never written here) come first: old readers split-read just those (reference order)
+    doc: dict[str, Any] = {"version": version, "size": size, "sizeInBytes": size_in_bytes, "numOfAddFiles": num_adds}
+    if v2 is not None:
+        doc["v2Checkpoint"] = v2
+    doc["checksum"] = last_checkpoint_checksum(doc)
+    storage.write(f"{LOG_DIR}/{LAST_CHECKPOINT}", json.dumps(doc, separators=(",", ":")).encode())
+    return True
+
+
+# -- the `_last_checkpoint` checksum (PROTOCOL "JSON checksum") -------------------------------------------------------
+
+
+def _encode(text: str) -> str:
+    # Only a-z A-Z 0-9 - . _ ~ stay; every other UTF-8 octet becomes %XX in uppercase (quote's own rules, safe="").
+    return '"' + quote(text.encode("utf-8"), safe="-._~") + '"'
+
+
+def _java_double(value: float) -> str:
+    """A double as Jackson's `asText` (Java's Double.toString) prints it; `_last_checkpoint` normally holds none."""
+    if math.isnan(value) or math.isinf(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if value == 0 or 1e-3 <= abs(value) < 1e7:
+        return f"{value:.1f}" if value == int(value) else repr(value)
+    # computerized scientific notation with the shortest digits: 1.0E10, 1.5E-5
+    exact = Decimal(repr(value))
+    digits = "".join(map(str, exact.as_tuple().digits)).rstrip("0") or "0"
+    sign = "-" if value < 0 else ""
+    return f"{sign}{digits[0]}.{digits[1:] or '0'}E{exact.adjusted()}"
+
+
+def _canonical_pairs(node: Any, path: list[str], out: list[str]) -> None:
+    if isinstance(node, Mapping):
+        for key, value in node.items():
+            _canonical_pairs(value, [*path, _encode(str(key))], out)
+    elif isinstance(node, list | tuple):
+        for i, value in enumerate(node):
+            _canonical_pairs(value, [*path, str(i)], out)
+    else:
+        if node is None:
+            text = "null"
+        elif isinstance(node, bool):
+            text = "true" if node else "false"
+        elif isinstance(node, int):
+            text = str(node)
+        elif isinstance(node, float):
+            text = _java_double(node)
+        else:
+            text = _encode(str(node))
+        out.append(f"{'+'.join(path)}={text}")
+
+
+def last_checkpoint_checksum(document: Mapping[str, Any]) -> str:
+    """The MD5 `checksum` of a `_last_checkpoint` document, as PROTOCOL.md ("JSON checksum") defines it.
+
+    Every leaf becomes ``path=value``: path segments are the URL-encoded, quoted key names (array positions as bare
+    numbers) joined by ``+``; strings are URL-encoded and quoted, literals and numbers stay as they are. The pairs are
+    sorted and joined by ``,`` (the top-level ``checksum`` key is left out) and the MD5 hex digest of that text is the
+    checksum. Pairs are sorted as whole ``path=value`` strings, which is what the reference implementation does; for
+    the documents written here that is the same as the protocol's sort by path. Empty objects and arrays contribute
+    nothing.
+
+    Example:
+        >>> last_checkpoint_checksum({"k0": "'v 0'", "checksum": "x", "k1": {"k2": 2, "k3": ["v3", [1, 2],
+        ...     {"k4": "v4", "k5": ["v5", "v6", "v7"]}]}})
+        '6a92d155a59bf2eecbd4b4ec7fd1f875'
+    """
+    pairs: list[str] = []
+    for key, value in document.items():
+        if key == "checksum":
+            continue
+        _canonical_pairs(value, [_encode(str(key))], pairs)
+    pairs.sort()
+    return hashlib.md5(",".join(pairs).encode("utf-8")).hexdigest()

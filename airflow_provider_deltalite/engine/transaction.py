@@ -1,0 +1,492 @@
+"""Optimistic transactions: read a snapshot, stage actions, commit `<readVersion + 1>.json` create-only.
+
+A commit is a put-if-absent of the next version. Losing that race is normal with several writers: the transaction then
+reads every commit that won since its read version, checks each against what it read and changes
+(`engine/conflicts.py`), and, when none conflicts, retries at the next free version after a jittered backoff. It never
+overwrites a log entry, and a retry whose earlier attempt did land (the response was lost) is recognised by its
+`txnId` instead of committing twice.
+
+Example:
+    >>> table = DeltaTable("/data/events")  # doctest: +SKIP
+    >>> txn = table.transaction()  # doctest: +SKIP
+    >>> txn.read_files(paths)  # doctest: +SKIP
+    >>> txn.remove(...); txn.add(...)  # doctest: +SKIP
+    >>> txn.commit("OPTIMIZE", {"predicate": [], "auto": False}, metrics)  # doctest: +SKIP
+    8
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from airflow_provider_deltalite.engine import actions as A
+from airflow_provider_deltalite.engine.commit_info import SERIALIZABLE, SNAPSHOT_ISOLATION, build_commit_info
+from airflow_provider_deltalite.engine.conflicts import (
+    OwnChanges,
+    ReadSet,
+    WinningCommit,
+    check_winning_commit,
+    parse_winning_commit,
+)
+from airflow_provider_deltalite.engine.errors import (
+    CommitRetriesExhausted,
+    DeltaLiteError,
+    ProtocolNotSupported,
+    StorageError,
+    TransactionError,
+)
+from airflow_provider_deltalite.engine.expressions import (
+    bind,
+    expression_columns,
+    may_match_partitions,
+    parse_expression,
+)
+from airflow_provider_deltalite.engine.features import ensure_writable
+from airflow_provider_deltalite.engine.log_path import LOG_DIR, LogFileKind, version_prefix
+from airflow_provider_deltalite.engine.log_segment import list_log
+from airflow_provider_deltalite.engine.schema import parse_partition_values
+from airflow_provider_deltalite.engine.snapshot import Snapshot, in_commit_timestamps_enabled, load_snapshot
+from airflow_provider_deltalite.engine.storage import Storage
+
+log = logging.getLogger(__name__)
+
+APPEND_ONLY = "delta.appendOnly"
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how patiently a transaction retries after losing the race for a version.
+
+    Attributes:
+        max_attempts: commit attempts in total (each lost race without a conflict costs one).
+        base_delay_s: the first backoff ceiling; it doubles per attempt up to ``max_delay_s``, and the actual sleep is
+            drawn uniformly below the ceiling ("full jitter"), so competing writers spread out.
+        max_delay_s: the largest backoff ceiling.
+        storage_retries: retries of a write that failed with a storage error (its outcome is unknown; the next
+            attempt finds out by the txnId).
+    """
+
+    max_attempts: int = 100
+    base_delay_s: float = 0.02
+    max_delay_s: float = 1.0
+    storage_retries: int = 3
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1 or self.base_delay_s < 0 or self.max_delay_s < 0 or self.storage_retries < 0:
+            raise ValueError("RetryPolicy needs max_attempts >= 1 and non-negative delays and retries")
+
+    def delay(self, attempt: int) -> float:
+        return random.uniform(0, min(self.max_delay_s, self.base_delay_s * (2**attempt)))
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """The outcome of a commit: the version written and how many attempts it took."""
+
+    version: int
+    attempts: int
+    txn_id: str
+    checkpoint_written: bool = False
+    winning_commits: tuple[int, ...] = field(default=())
+
+
+def remove_from_add(add: Mapping[str, Any], deletion_timestamp: int, data_change: bool) -> dict[str, Any]:
+    """The remove action for a live file, as the reference builds it: path, partition values, size, stats, tags,
+    deletion vector and row-tracking fields copied, ``extendedFileMetadata`` true.
+
+    The deletion vector must be the live one: a remove with another DV removes nothing.
+    """
+    remove: dict[str, Any] = {
+        "path": add["path"],
+        "deletionTimestamp": int(deletion_timestamp),
+        "dataChange": bool(data_change),
+        "extendedFileMetadata": True,
+        "partitionValues": dict(add.get("partitionValues") or {}),
+        "size": int(add["size"]),
+    }
+    for key in ("stats", "tags", "deletionVector", "baseRowId", "defaultRowCommitVersion"):
+        if add.get(key) is not None:
+            remove[key] = add[key]
+    return remove
+
+
+def live_file_actions(snapshot: Snapshot, paths: Iterable[str] | None = None) -> list[dict[str, Any]]:
+    """Live add actions of a snapshot as log dicts (partitionValues back to a map); only ``paths`` when given."""
+    raw = snapshot.raw_files
+    if paths is not None:
+        wanted = set(paths)
+        raw = raw.filter(pa.array([p in wanted for p in raw.column("path").to_pylist()], pa.bool_()))
+    rows = raw.to_pylist()
+    out = []
+    for row in rows:
+        row = {k: v for k, v in row.items() if v is not None}
+        pv = row.get("partitionValues") or {}
+        row["partitionValues"] = {k: v for k, v in pv.items()}
+        if isinstance(row.get("tags"), list):
+            row["tags"] = dict(row["tags"])
+        dv = row.get("deletionVector")
+        if isinstance(dv, dict):
+            row["deletionVector"] = {k: v for k, v in dv.items() if v is not None}
+        out.append(row)
+    return out
+
+
+def _dv_id(action: Mapping[str, Any]) -> str:
+    dv = action.get("deletionVector")
+    if not isinstance(dv, Mapping):
+        return ""
+    offset = dv.get("offset")
+    return f"{dv.get('storageType', '')}{dv.get('pathOrInlineDv', '')}" + (f"@{offset}" if offset is not None else "")
+
+
+class Transaction:
+    """One optimistic transaction on a table, started from a snapshot.
+
+    Record what the operation read (`read_files`, `read_predicate`, `read_whole_table`, `read_app_transaction`), stage
+    actions (`add`, `remove`, `set_app_transaction`, `set_domain_metadata`), then `commit`. A transaction commits at
+    most once.
+
+    Raises (from `commit`):
+        ConcurrentModification (a subclass naming the winning version and operation): a real conflict.
+        CommitRetriesExhausted: other writers kept winning without conflicting until the attempt limit.
+        ProtocolNotSupported: the table has a writer feature deltalite does not handle for these actions.
+        CreateOnlyNotSupported: the store cannot do put-if-absent and single-writer mode is off.
+        TransactionError: invalid staged actions (duplicates, a remove of a file that is not live).
+    """
+
+    def __init__(
+        self,
+        storage: Storage,
+        snapshot: Snapshot,
+        *,
+        retry: RetryPolicy | None = None,
+        post_commit_hooks: bool = True,
+    ) -> None:
+        if snapshot.storage.table_uri != storage.table_uri:
+            raise TransactionError(f"the snapshot belongs to another table ({snapshot.table_uri})", storage.table_uri)
+        self.storage = storage
+        self.snapshot = snapshot
+        self.read_version = snapshot.version
+        self.retry = retry or RetryPolicy()
+        self.post_commit_hooks = post_commit_hooks
+        self.txn_id = str(uuid.uuid4())
+        self._read = ReadSet()
+        self._adds: list[dict[str, Any]] = []
+        self._removes: list[dict[str, Any]] = []
+        self._txns: dict[str, dict[str, Any]] = {}
+        self._domains: dict[str, dict[str, Any]] = {}
+        self._committed: CommitResult | None = None
+
+    @property
+    def table_uri(self) -> str:
+        return self.storage.table_uri
+
+    # -- what was read -------------------------------------------------------------------------------------
+
+    def read_files(self, paths: Iterable[str]) -> None:
+        """Record files this transaction read or rewrites (paths as written in the log)."""
+        self._read.files.update(self._resolve(p) for p in paths)
+
+    def read_whole_table(self) -> None:
+        """Record a read of the whole table (any concurrent add or remove then conflicts for data changes)."""
+        self._read.whole_table = True
+
+    def read_predicate(self, predicate: str | None) -> None:
+        """Record a read of the rows matching ``predicate``; None or a predicate on data columns reads the whole table.
+
+        Only partition columns narrow what concurrent adds can conflict with.
+        """
+        if not predicate:
+            self.read_whole_table()
+            return
+        expr = bind(parse_expression(predicate), self.snapshot.arrow_schema)
+        referenced = expression_columns(expr)
+        if not referenced <= set(self.snapshot.partition_columns):
+            self.read_whole_table()
+            return
+        self._read.predicates.append(self._partition_matcher(expr))
+
+    def read_app_transaction(self, app_id: str) -> int | None:
+        """The last committed version of application ``app_id`` (idempotent writers), recorded as read."""
+        self._read.app_ids.add(app_id)
+        txn = self.snapshot.app_transactions.get(app_id)
+        return None if txn is None else int(txn.get("version"))
+
+    # -- staging -----------------------------------------------------------------------------------------
+
+    def add(self, action: Mapping[str, Any]) -> None:
+        """Stage an add action (a dict as it will appear in the log)."""
+        self._ensure_open()
+        if not isinstance(action.get("path"), str) or "size" not in action:
+            raise TransactionError("an add needs a path and a size", self.table_uri)
+        staged = dict(action)
+        staged.setdefault("partitionValues", {})
+        staged.setdefault("dataChange", True)
+        staged.setdefault("modificationTime", int(time.time() * 1000))
+        self._adds.append(staged)
+
+    def remove(self, action: Mapping[str, Any]) -> None:
+        """Stage a remove action; build it with `remove_from_add` so it carries the live deletion vector."""
+        self._ensure_open()
+        if not isinstance(action.get("path"), str):
+            raise TransactionError("a remove needs a path", self.table_uri)
+        self._removes.append(dict(action))
+
+    def set_app_transaction(self, app_id: str, version: int) -> None:
+        """Stage `txn{appId, version}` (idempotent writers record their progress with it)."""
+        self._ensure_open()
+        self._txns[app_id] = {"appId": app_id, "version": int(version), "lastUpdated": int(time.time() * 1000)}
+
+    def set_domain_metadata(self, domain: str, configuration: str, removed: bool = False) -> None:
+        """Stage a domainMetadata action; `delta.*` domains belong to the protocol and are refused."""
+        self._ensure_open()
+        if domain.startswith("delta."):
+            raise TransactionError(f"domain '{domain}' is reserved for the Delta protocol", self.table_uri)
+        self._domains[domain] = {"domain": domain, "configuration": configuration, "removed": removed}
+
+    # -- commit ------------------------------------------------------------------------------------------
+
+    def commit(
+        self,
+        operation: str,
+        parameters: Mapping[str, Any] | None = None,
+        metrics: Mapping[str, Any] | None = None,
+        *,
+        tags: Mapping[str, str] | None = None,
+    ) -> CommitResult:
+        """Validate, then write the next version create-only, retrying past non-conflicting winners."""
+        self._ensure_open()
+        self._validate()
+        data_change = any(a.get("dataChange", True) for a in [*self._adds, *self._removes])
+        isolation = SNAPSHOT_ISOLATION if not data_change and not self._txns and not self._domains else SERIALIZABLE
+        blind = (
+            bool(self._adds)
+            and not self._removes
+            and data_change
+            and not self._read.files
+            and not self._read.predicates
+            and not self._read.whole_table
+        )
+        own = OwnChanges(
+            isolation_level=isolation,
+            is_blind_append=blind,
+            removed_files={self._resolve(r["path"]) for r in self._removes},
+            changes_metadata=False,
+            changes_protocol=False,
+            app_ids=set(self._txns),
+            domains=set(self._domains),
+        )
+        ict_enabled = in_commit_timestamps_enabled(self.snapshot.properties, self.read_version + 1)
+        previous_ict = self.snapshot.timestamp if ict_enabled else None
+        version = self.read_version + 1
+        winners: list[int] = []
+        attempt = 0
+        while True:
+            attempt += 1
+            now = int(time.time() * 1000)
+            ict = max(now, previous_ict + 1) if previous_ict is not None else None
+            info = build_commit_info(
+                operation=operation,
+                parameters=parameters,
+                metrics=metrics,
+                read_version=self.read_version,
+                isolation_level=isolation,
+                is_blind_append=blind,
+                txn_id=self.txn_id,
+                timestamp_ms=ict if ict is not None else now,
+                in_commit_timestamp_ms=ict,
+                tags=tags,
+            )
+            body = self._serialize(info)
+            if self._write_version(version, body):
+                return self._finish(version, attempt, winners)
+            # Lost the race (or an earlier attempt of ours landed): look at every commit since the last one checked.
+            latest = self._latest_version(version)
+            for v in range(version, latest + 1):
+                winner = self._read_winner(v)
+                if winner is None:
+                    # The name was taken but holds nothing yet: a concurrent put-if-absent still in flight (S3 answers
+                    # 409 ConditionalRequestConflict) or one that failed. Try this version again.
+                    latest = v - 1
+                    break
+                if winner.txn_id == self.txn_id:
+                    return self._finish(v, attempt, winners)
+                winners.append(v)
+                check_winning_commit(self._read, own, winner, self._resolve, self.table_uri)
+                if ict_enabled:
+                    winner_ict = (winner.commit_info or {}).get("inCommitTimestamp")
+                    if isinstance(winner_ict, int):
+                        previous_ict = max(previous_ict or 0, winner_ict)
+            version = latest + 1
+            if attempt >= self.retry.max_attempts:
+                raise CommitRetriesExhausted(
+                    f"gave up after {attempt} commit attempts: other writers kept committing first",
+                    self.table_uri,
+                    winning_version=latest,
+                    winning_operation=winner.operation if winner is not None else None,
+                )
+            time.sleep(self.retry.delay(attempt))
+
+    # -- internals ---------------------------------------------------------------------------------------
+
+    def _ensure_open(self) -> None:
+        if self._committed is not None:
+            raise TransactionError(
+                f"this transaction already committed version {self._committed.version}", self.table_uri
+            )
+
+    def _resolve(self, path: str) -> str:
+        full = self.storage.resolve_data_path(path)
+        rel = self.storage.relative_to_root(full)
+        return rel if rel is not None else full
+
+    def _validate(self) -> None:
+        uri = self.table_uri
+        protocol = self.snapshot.protocol
+        ensure_writable(protocol, uri)
+        # properties the commit and its post-commit checkpoint depend on: fail before writing anything
+        properties = self.snapshot.properties
+        properties.positive_integer("delta.checkpointInterval")
+        properties.interval_ms("delta.logRetentionDuration")
+        properties.interval_ms("delta.deletedFileRetentionDuration")
+        properties.boolean(APPEND_ONLY)
+        if self._adds and protocol.has_feature("rowTracking"):
+            raise ProtocolNotSupported(
+                "the table supports row tracking: new files would need row ids (baseRowId, defaultRowCommitVersion) "
+                "and rewrites would have to preserve each row's id and commit version, which deltalite does not do",
+                uri,
+                features=("rowTracking",),
+            )
+        flags = {bool(a.get("dataChange", True)) for a in [*self._adds, *self._removes]}
+        if len(flags) > 1:
+            raise TransactionError("a commit must not mix dataChange=true and dataChange=false actions", uri)
+        if True in flags and self._removes and self.snapshot.properties.boolean(APPEND_ONLY):
+            raise TransactionError(
+                "the table is append-only (delta.appendOnly=true): removes with dataChange=true are not allowed", uri
+            )
+        add_keys = [(self._resolve(a["path"]), _dv_id(a)) for a in self._adds]
+        remove_keys = [(self._resolve(r["path"]), _dv_id(r)) for r in self._removes]
+        if len(set(a for a, _ in add_keys)) != len(add_keys):
+            raise TransactionError("the same path is added twice in one commit", uri)
+        if len(set(remove_keys)) != len(remove_keys):
+            raise TransactionError("the same file is removed twice in one commit", uri)
+        if set(add_keys) & set(remove_keys):
+            raise TransactionError("a file is both added and removed in one commit", uri)
+        if remove_keys:
+            live = self.snapshot.raw_files
+            dv_ids = [_dv_id({"deletionVector": d}) for d in live.column("deletionVector").to_pylist()]
+            live_keys = {(self._resolve(p), d) for p, d in zip(live.column("path").to_pylist(), dv_ids, strict=True)}
+            missing = [k for k in remove_keys if k not in live_keys]
+            if missing:
+                path, dv = missing[0]
+                what = f"{path} with deletion vector {dv}" if dv else path
+                raise TransactionError(
+                    f"cannot remove {what}: it is not a live file at version {self.read_version}", uri
+                )
+
+    def _serialize(self, info: dict[str, Any]) -> bytes:
+        lines = [{A.COMMIT_INFO: info}]
+        lines.extend({A.TXN: t} for t in self._txns.values())
+        lines.extend({A.DOMAIN_METADATA: d} for d in self._domains.values())
+        lines.extend({A.REMOVE: r} for r in self._removes)
+        lines.extend({A.ADD: a} for a in self._adds)
+        return "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines).encode()
+
+    def _write_version(self, version: int, body: bytes) -> bool:
+        """True when this call created the version; False when the name exists (someone, maybe us, wrote it)."""
+        path = f"{LOG_DIR}/{version_prefix(version)}.json"
+        failures = 0
+        while True:
+            try:
+                self.storage.write_create_only(path, body)
+                return True
+            except FileExistsError:
+                return False
+            except StorageError:
+                # The outcome is unknown: the write may have landed. Writing again either succeeds or finds the
+                # file, whose txnId then tells whether it is ours.
+                failures += 1
+                if failures > self.retry.storage_retries:
+                    raise
+                time.sleep(self.retry.delay(failures))
+
+    def _latest_version(self, at_least: int) -> int:
+        commits = [f.version for f in list_log(self.storage, at_least) if f.parsed.kind is LogFileKind.COMMIT]
+        return max([at_least, *commits])
+
+    def _read_winner(self, version: int) -> WinningCommit | None:
+        """The commit at ``version``, or None when it does not exist (yet) after a few short waits."""
+        path = f"{LOG_DIR}/{version_prefix(version)}.json"
+        for wait in (0.0, 0.05, 0.2, 0.5):
+            time.sleep(wait)
+            try:
+                data = self.storage.read(path)
+            except FileNotFoundError:
+                continue
+            return parse_winning_commit(version, data, self.table_uri)
+        return None
+
+    def _finish(self, version: int, attempts: int, winners: list[int]) -> CommitResult:
+        checkpointed = self._post_commit(version) if self.post_commit_hooks else False
+        self._committed = CommitResult(version, attempts, self.txn_id, checkpointed, tuple(winners))
+        return self._committed
+
+    def _post_commit(self, version: int) -> bool:
+        """Checkpoint and clean the log when the interval says so; a failure here never fails the commit."""
+        from airflow_provider_deltalite.engine.checkpoint_writer import should_checkpoint, write_checkpoint
+        from airflow_provider_deltalite.engine.log_cleanup import cleanup_expired_logs
+
+        try:
+            if not should_checkpoint(version, self.snapshot.properties):
+                return False
+            snapshot = load_snapshot(self.storage, version)
+            write_checkpoint(snapshot)
+        except (DeltaLiteError, OSError, ValueError, pa.ArrowException) as exc:
+            log.warning("commit %s succeeded, but writing its checkpoint failed: %s", version, exc)
+            return False
+        try:
+            cleanup_expired_logs(snapshot)
+        except (DeltaLiteError, OSError, ValueError) as exc:
+            log.warning("checkpoint %s written, but log cleanup failed: %s", version, exc)
+        return True
+
+    def _partition_matcher(self, expr: Any):
+        snapshot = self.snapshot
+        fields = {f["name"]: f for f in snapshot.schema["fields"]}
+        names = list(zip(snapshot.partition_columns, snapshot.partition_physical_names, strict=True))
+
+        def matches(partition_values: list[Mapping[str, Any]]) -> list[bool]:
+            if not partition_values:
+                return []
+            columns = {}
+            for logical, physical in names:
+                raw = pa.array([pv.get(physical) for pv in partition_values], pa.string())
+                columns[logical] = parse_partition_values(
+                    raw, fields[logical]["type"], column=logical, table_uri=snapshot.table_uri
+                )
+            mask = may_match_partitions(expr, pa.table(columns))
+            return [v is not False for v in mask.to_pylist()]
+
+        return matches
+
+
+def start_transaction(
+    storage: Storage, snapshot: Snapshot | None = None, read_version: int | None = None, **options: Any
+) -> Transaction:
+    """Open a transaction on ``snapshot``, or on the snapshot at ``read_version`` (latest when both are None)."""
+    if snapshot is None:
+        snapshot = load_snapshot(storage, read_version)
+    elif read_version is not None and read_version != snapshot.version:
+        raise TransactionError(
+            f"read_version {read_version} does not match the snapshot's version {snapshot.version}", storage.table_uri
+        )
+    return Transaction(storage, snapshot, **options)
