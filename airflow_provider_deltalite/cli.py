@@ -239,6 +239,70 @@ def cmd_checkpoint(args: argparse.Namespace) -> None:
             )
 
 
+def _progress_bar(event: Any) -> None:
+    width = 30
+    filled = width * event.bins_done // max(event.bins_total, 1)
+    sys.stderr.write(
+        f"\r[{'#' * filled}{'.' * (width - filled)}] {event.bins_done}/{event.bins_total} bins, "
+        f"{_human_size(event.bytes_done)} of {_human_size(event.bytes_total)} rewritten"
+    )
+    sys.stderr.flush()
+
+
+def _executor(args: argparse.Namespace) -> Any:
+    if args.executor == "spark":
+        from airflow_provider_deltalite.executors.spark import SparkExecutor
+
+        return SparkExecutor.start(master=args.spark_master or "local[*]", app_name="deltalite optimize")
+    if args.spark_master:
+        raise ValueError("--spark-master needs --executor spark")
+    from airflow_provider_deltalite.executors import LocalExecutor
+
+    return LocalExecutor(args.max_concurrent_tasks)
+
+
+def cmd_optimize(args: argparse.Namespace) -> None:
+    from airflow_provider_deltalite.maintenance.optimize import optimize
+
+    table = _open(args)
+    table.snapshot()  # a missing table or bad protocol fails before a Spark session is started
+    show_progress = not args.json and sys.stderr.isatty()
+    executor = _executor(args)
+    try:
+        stats = optimize(
+            table,
+            where=args.where,
+            target_size=args.target_size,
+            min_file_size=args.min_file_size,
+            batch_size=args.batch_size,
+            dry_run=args.dry_run,
+            executor=executor,
+            progress=_progress_bar if show_progress else None,
+        )
+    finally:
+        executor.close()
+        if show_progress:
+            sys.stderr.write("\n")
+    if args.json:
+        return _print_json(stats.to_dict())
+    what = "would rewrite" if stats.dry_run else "rewrote"
+    print(
+        f"optimize  {what} {stats.num_files_removed} files ({_human_size(stats.files_removed.total_size)}) "
+        f"in {stats.num_bins} bins across {stats.partitions_optimized} partitions"
+    )
+    if not stats.dry_run:
+        print(f"  added {stats.num_files_added} files ({_human_size(stats.files_added.total_size)})")
+    print(
+        f"  considered {stats.total_considered_files} files, skipped {stats.total_files_skipped}; "
+        f"deletion vectors purged: {stats.num_deletion_vectors_removed}"
+    )
+    if stats.committed_version is None:
+        print("  nothing committed" + (" (dry run)" if stats.dry_run else ""))
+    else:
+        versions = ", ".join(str(v) for v in stats.committed_versions)
+        print(f"  committed version {versions} (read version {stats.read_version}), executor {stats.executor}")
+
+
 def _has_pandas() -> bool:
     try:
         import pandas  # noqa: F401
@@ -299,6 +363,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("table")
     p.add_argument("--cleanup-log", action="store_true", help="then delete log files past delta.logRetentionDuration")
     p.set_defaults(func=cmd_checkpoint)
+
+    p = sub.add_parser("optimize", parents=[common], help="compact small files (bin packing, dataChange=false)")
+    p.add_argument("table")
+    p.add_argument("--where", help="predicate on partition columns, e.g. \"date >= '2026-11-01'\"")
+    p.add_argument(
+        "--target-size", type=int, metavar="BYTES", help="largest bin (default delta.targetFileSize or 1 GiB)"
+    )
+    p.add_argument("--min-file-size", type=int, metavar="BYTES", help="rewrite files below this (same default)")
+    p.add_argument("--batch-size", type=int, metavar="BYTES", help="input bytes per commit (default: one commit)")
+    p.add_argument("--executor", choices=("local", "spark"), default="local")
+    p.add_argument("--spark-master", metavar="URL", help="with --executor spark (default local[*])")
+    p.add_argument("--max-concurrent-tasks", type=int, metavar="N", help="threads of the local executor")
+    p.add_argument("--dry-run", action="store_true", help="plan only; write nothing")
+    p.set_defaults(func=cmd_optimize)
 
     p = sub.add_parser("demo", parents=[common], help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_demo)

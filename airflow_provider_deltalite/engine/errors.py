@@ -34,6 +34,13 @@ class DeltaLiteError(Exception):
         self.table_uri = redact_uri(table_uri)
         super().__init__(self.problem if self.table_uri is None else f"table {self.table_uri}: {self.problem}")
 
+    def extended(self, detail: str) -> DeltaLiteError:
+        """A copy of this error (same class and attributes) whose message ends with ``; <detail>``."""
+        clone = type(self).__new__(type(self))
+        clone.__dict__.update(self.__dict__)
+        DeltaLiteError.__init__(clone, f"{self.problem}; {detail}", self.table_uri)
+        return clone
+
 
 class TableNotFound(DeltaLiteError):
     """The path does not exist, or holds no `_delta_log`, or the log holds no commits."""
@@ -154,3 +161,23 @@ class CommitRetriesExhausted(ConcurrentModification):
 
 class TransactionError(DeltaLiteError):
     """A transaction was used wrongly: staged actions that are invalid, a snapshot of another table, a committed one."""
+
+
+class ExecutorError(DeltaLiteError):
+    """The place where maintenance work runs (a Spark cluster, the local pool) failed or could not be reached."""
+
+
+class MaintenanceAborted(DeltaLiteError):
+    """A maintenance operation stopped before committing; files it wrote are left for VACUUM.
+
+    Attributes:
+        orphaned_bytes: bytes of data files written for the commit that did not happen.
+    """
+
+    def __init__(self, problem: str, table_uri: str | None = None, *, orphaned_bytes: int = 0) -> None:
+        self.orphaned_bytes = orphaned_bytes
+        super().__init__(problem, table_uri)
+
+
+class InvalidArgument(DeltaLiteError):
+    """An argument of an operation is out of range or refers to something that does not exist."""

@@ -9,10 +9,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
-from airflow_provider_deltalite.engine.deletion_vectors import read_deletion_vector
-from airflow_provider_deltalite.engine.errors import DeltaLiteError, InvalidExpression, StorageError
+from airflow_provider_deltalite.engine import data_files
+from airflow_provider_deltalite.engine.errors import DeltaLiteError, InvalidExpression
 from airflow_provider_deltalite.engine.expressions import (
     bind,
     may_match_partitions,
@@ -20,7 +19,6 @@ from airflow_provider_deltalite.engine.expressions import (
     parse_expression,
     to_arrow_filter,
 )
-from airflow_provider_deltalite.engine.schema import to_logical
 from airflow_provider_deltalite.engine.snapshot import Snapshot
 
 
@@ -77,35 +75,14 @@ def _true_mask(mask: pa.Array | pa.ChunkedArray) -> np.ndarray:
 def read_file_rows(snapshot: Snapshot, index: int) -> pa.Table:
     """The rows of one live file in the table's logical schema: deletion vector applied, partition values added."""
     files = snapshot.files
-    path = files.column("path")[index].as_py()
-    storage = snapshot._storage
-    full = storage.resolve_data_path(path)
-    try:
-        with storage.fs.open(full, "rb") as fh:
-            # pyarrow's default INT96 unit (ns) silently wraps dates past 2262; microseconds cover Delta's range.
-            data = pq.ParquetFile(fh, coerce_int96_timestamp_unit="us").read()
-    except FileNotFoundError:
-        raise StorageError(f"data file {path} is referenced by the log but missing", snapshot.table_uri) from None
-    except (pa.ArrowException, OSError) as exc:
-        raise StorageError(f"data file {path} is unreadable: {type(exc).__name__}: {exc}", snapshot.table_uri) from None
-    rows = to_logical(
-        data,
+    rows = data_files.read_file_rows(
+        snapshot.storage,
+        files.column("path")[index].as_py(),
+        files.column("deletionVector")[index].as_py(),
         snapshot.schema,
         mode=snapshot.column_mapping_mode,
-        exclude=snapshot.partition_columns,
-        table_uri=snapshot.table_uri,
+        partition_columns=snapshot.partition_columns,
     )
-    dv = files.column("deletionVector")[index].as_py()
-    if dv is not None:
-        try:
-            deleted = read_deletion_vector(dv, storage.table_uri, storage.read_range, table_uri=snapshot.table_uri)
-        except FileNotFoundError:
-            raise StorageError(
-                f"deletion vector of {path} is referenced by the log but its file is missing", snapshot.table_uri
-            ) from None
-        keep = np.ones(rows.num_rows, dtype=bool)
-        keep[deleted[deleted < rows.num_rows].astype(np.int64)] = False
-        rows = rows.filter(pa.array(keep))
     if snapshot.partition_columns:
         take = pa.array(np.full(rows.num_rows, index, dtype=np.int64))
         for name in snapshot.partition_columns:

@@ -343,6 +343,55 @@ def to_logical(
     return pa.Table.from_arrays(columns, schema=target)
 
 
+def to_physical(
+    table: pa.Table, schema: dict, *, mode: str = "none", exclude: Iterable[str] = (), table_uri: str | None = None
+) -> pa.Table:
+    """Turn rows in the table's logical schema (as `to_logical` returns them) into what a data file stores.
+
+    Names become physical names at every nesting level and, in id mode, fields carry their Parquet field ids, so
+    Spark and delta-rs find the columns by id or physical name exactly as in files they wrote themselves.
+
+    Args:
+        table: rows whose schema equals `delta_schema_to_arrow(schema, exclude=exclude)`.
+        schema: the parsed Delta schema.
+        mode: the column mapping mode.
+        exclude: logical names of top-level fields left out of data files (partition columns).
+        table_uri: the table, used only in error messages.
+
+    Returns:
+        A table whose schema equals `delta_schema_to_arrow(schema, physical=True, mode=mode, exclude=exclude)`.
+    """
+    target = delta_schema_to_arrow(_validated(schema, table_uri), physical=True, mode=mode, exclude=exclude)
+    if table.num_columns != len(target):
+        raise SchemaError(f"expected {len(target)} data columns, got {table.num_columns}", table_uri)
+    if mode == "none":
+        return pa.Table.from_arrays(table.columns, schema=target)
+    columns = [
+        pa.chunked_array([_retype(chunk, field.type) for chunk in column.chunks], type=field.type)
+        for column, field in zip(table.columns, target, strict=True)
+    ]
+    return pa.Table.from_arrays(columns, schema=target)
+
+
+def _retype(array: pa.Array, target: pa.DataType) -> pa.Array:
+    # The logical and physical trees have the same shape and differ only in names, so children map by position;
+    # Arrow's own cast matches struct fields by name and would turn every renamed field into nulls.
+    mask = array.is_null() if array.null_count else None
+    if pa.types.is_struct(target):
+        children = [_retype(array.field(i), target.field(i).type) for i in range(target.num_fields)]
+        return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
+    if pa.types.is_map(target) or pa.types.is_list(target):
+        # rebase the offsets of a sliced array: Arrow rebuilds lists with a null mask only from unsliced offsets
+        offsets, start, length = _zero_based(array)
+        if pa.types.is_map(target):
+            keys = _retype(array.keys.slice(start, length), target.key_type)
+            items = _retype(array.items.slice(start, length), target.item_type)
+            return pa.MapArray.from_arrays(offsets, keys, items, type=target, mask=mask)
+        values = _retype(array.values.slice(start, length), target.value_type)
+        return pa.ListArray.from_arrays(offsets, values, type=target, mask=mask)
+    return array
+
+
 class _FieldLookup:
     """Finds the file field that holds a Delta field, using the rules of the column mapping mode."""
 

@@ -139,6 +139,20 @@ class DeltaTable:
         """
         return start_transaction(self.storage, snapshot, read_version, **options)
 
+    def optimize(self, **options: Any) -> Any:
+        """Compact small files; see `airflow_provider_deltalite.maintenance.optimize.optimize` for the options.
+
+        Example:
+            >>> DeltaTable("/data/events").optimize(where="date = '2026-11-01'").to_dict()  # doctest: +SKIP
+
+        Returns:
+            OptimizeStats.
+        """
+        # maintenance builds on the engine; importing it here, not at module level, keeps the layers one-way
+        from airflow_provider_deltalite.maintenance.optimize import optimize
+
+        return optimize(self, **options)
+
     def history(self, limit: int | None = None) -> list[dict[str, Any]]:
         """commitInfo of each commit, newest first, with ``version`` filled in."""
         load_log_segment(self.storage, None)  # raises TableNotFound / CorruptLog for a path that is not a table

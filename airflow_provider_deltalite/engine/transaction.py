@@ -140,12 +140,30 @@ def live_file_actions(snapshot: Snapshot, paths: Iterable[str] | None = None) ->
     return out
 
 
-def _dv_id(action: Mapping[str, Any]) -> str:
+def dv_key(action: Mapping[str, Any]) -> str:
+    """The deletion vector half of a logical file's key `(path, dv.uniqueId)`; "" without a deletion vector."""
     dv = action.get("deletionVector")
     if not isinstance(dv, Mapping):
         return ""
     offset = dv.get("offset")
     return f"{dv.get('storageType', '')}{dv.get('pathOrInlineDv', '')}" + (f"@{offset}" if offset is not None else "")
+
+
+def ensure_can_add_files(snapshot: Snapshot) -> None:
+    """Refuse commits that add files where deltalite cannot write them correctly (checked before any work).
+
+    Row tracking: new files would need fresh row ids (baseRowId, defaultRowCommitVersion) and rewrites would have to
+    carry each row's id and commit version into the new files; deltalite does neither, so it refuses such commits
+    instead of silently giving rows new identities.
+    """
+    ensure_writable(snapshot.protocol, snapshot.table_uri)
+    if snapshot.protocol.has_feature("rowTracking"):
+        raise ProtocolNotSupported(
+            "the table supports row tracking: new files would need row ids (baseRowId, defaultRowCommitVersion) "
+            "and rewrites would have to preserve each row's id and commit version, which deltalite does not do",
+            snapshot.table_uri,
+            features=("rowTracking",),
+        )
 
 
 class Transaction:
@@ -359,13 +377,8 @@ class Transaction:
         properties.interval_ms("delta.logRetentionDuration")
         properties.interval_ms("delta.deletedFileRetentionDuration")
         properties.boolean(APPEND_ONLY)
-        if self._adds and protocol.has_feature("rowTracking"):
-            raise ProtocolNotSupported(
-                "the table supports row tracking: new files would need row ids (baseRowId, defaultRowCommitVersion) "
-                "and rewrites would have to preserve each row's id and commit version, which deltalite does not do",
-                uri,
-                features=("rowTracking",),
-            )
+        if self._adds:
+            ensure_can_add_files(self.snapshot)
         flags = {bool(a.get("dataChange", True)) for a in [*self._adds, *self._removes]}
         if len(flags) > 1:
             raise TransactionError("a commit must not mix dataChange=true and dataChange=false actions", uri)
@@ -373,8 +386,17 @@ class Transaction:
             raise TransactionError(
                 "the table is append-only (delta.appendOnly=true): removes with dataChange=true are not allowed", uri
             )
-        add_keys = [(self._resolve(a["path"]), _dv_id(a)) for a in self._adds]
-        remove_keys = [(self._resolve(r["path"]), _dv_id(r)) for r in self._removes]
+        expected = set(self.snapshot.partition_physical_names)
+        for a in self._adds:
+            keys = set(a.get("partitionValues") or {})
+            if keys != expected:
+                raise TransactionError(
+                    f"the add of {a['path']} has partitionValues for {sorted(keys)}, but the table is partitioned by "
+                    f"{sorted(expected)} (physical names)",
+                    uri,
+                )
+        add_keys = [(self._resolve(a["path"]), dv_key(a)) for a in self._adds]
+        remove_keys = [(self._resolve(r["path"]), dv_key(r)) for r in self._removes]
         if len(set(a for a, _ in add_keys)) != len(add_keys):
             raise TransactionError("the same path is added twice in one commit", uri)
         if len(set(remove_keys)) != len(remove_keys):
@@ -383,7 +405,7 @@ class Transaction:
             raise TransactionError("a file is both added and removed in one commit", uri)
         if remove_keys:
             live = self.snapshot.raw_files
-            dv_ids = [_dv_id({"deletionVector": d}) for d in live.column("deletionVector").to_pylist()]
+            dv_ids = [dv_key({"deletionVector": d}) for d in live.column("deletionVector").to_pylist()]
             live_keys = {(self._resolve(p), d) for p, d in zip(live.column("path").to_pylist(), dv_ids, strict=True)}
             missing = [k for k in remove_keys if k not in live_keys]
             if missing:

@@ -1,0 +1,269 @@
+"""The rewrite primitive: read some live files of one partition and write their rows into one new data file.
+
+OPTIMIZE hands each bin to an executor as a `RewriteTask`; the local executor runs `rewrite_files` on a thread, the
+Spark executor on a Python worker of the cluster. Tasks and results are plain picklable data, so both places produce
+the same actions. Memory stays bounded: rows stream from the inputs in batches, are buffered up to one row group,
+and are encoded while the next inputs are read; a bin is never held in memory whole.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from airflow_provider_deltalite.engine.data_file_paths import new_data_file_path, partition_directory
+from airflow_provider_deltalite.engine.data_files import iter_file_rows
+from airflow_provider_deltalite.engine.errors import DeltaLiteError, StorageError
+from airflow_provider_deltalite.engine.file_stats import StatsCollector
+from airflow_provider_deltalite.engine.schema import delta_schema_to_arrow, to_physical
+from airflow_provider_deltalite.engine.snapshot import Snapshot
+from airflow_provider_deltalite.engine.storage import Storage
+from airflow_provider_deltalite.engine.transaction import remove_from_add
+
+_CODECS = ("snappy", "zstd", "gzip", "brotli", "lz4", "none")
+
+
+@dataclass(frozen=True)
+class WriterOptions:
+    """How new data files are encoded.
+
+    Attributes:
+        compression: Parquet codec: snappy (default, as Spark), zstd, gzip, brotli, lz4 or none.
+        compression_level: codec level where the codec has one (zstd, gzip, brotli).
+        row_group_bytes: uncompressed bytes buffered per row group; the main knob for a task's memory.
+        data_page_bytes: target size of a data page.
+        dictionary: dictionary-encode columns (Parquet falls back to plain encoding per column when it stops paying).
+    """
+
+    compression: str = "snappy"
+    compression_level: int | None = None
+    row_group_bytes: int = 128 * 1024 * 1024
+    data_page_bytes: int = 1024 * 1024
+    dictionary: bool = True
+
+    def __post_init__(self) -> None:
+        if self.compression.lower() not in _CODECS:
+            raise ValueError(f"compression must be one of {', '.join(_CODECS)}, got {self.compression!r}")
+        object.__setattr__(self, "compression", self.compression.lower())
+        if self.row_group_bytes <= 0 or self.data_page_bytes <= 0:
+            raise ValueError("row_group_bytes and data_page_bytes must be positive")
+
+
+@dataclass(frozen=True)
+class TableContext:
+    """What a worker needs to read and write files of a table at one version (picklable; no snapshot)."""
+
+    storage: Storage
+    schema: dict
+    column_mapping_mode: str
+    partition_columns: tuple[str, ...]
+    partition_physical_names: tuple[str, ...]
+    configuration: Mapping[str, str]
+
+    @classmethod
+    def from_snapshot(cls, snapshot: Snapshot) -> TableContext:
+        return cls(
+            storage=snapshot.storage,
+            schema=snapshot.schema,
+            column_mapping_mode=snapshot.column_mapping_mode,
+            partition_columns=tuple(snapshot.partition_columns),
+            partition_physical_names=tuple(snapshot.partition_physical_names),
+            configuration=dict(snapshot.properties.explicit),
+        )
+
+
+@dataclass(frozen=True)
+class RewriteTask:
+    """One unit of rewrite work: live add actions of one partition whose rows go into one new file.
+
+    Attributes:
+        table: the table.
+        task_id: the bin's number in its plan (results carry it back).
+        files: the live add actions, as dicts in log form (with their deletion vectors).
+        deletion_timestamp: the time stamped on every remove (one per operation, as the reference does).
+        writer: how the new file is encoded.
+        tags: tags for the new file's add action, if any.
+    """
+
+    table: TableContext
+    task_id: int
+    files: tuple[Mapping[str, Any], ...]
+    deletion_timestamp: int
+    writer: WriterOptions = field(default_factory=WriterOptions)
+    tags: Mapping[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class RewriteResult:
+    """What a rewrite wrote: the add and remove actions to commit and what was read and written."""
+
+    task_id: int
+    adds: tuple[dict[str, Any], ...]
+    removes: tuple[dict[str, Any], ...]
+    rows_read: int
+    rows_written: int
+    bytes_read: int
+    bytes_written: int
+    deletion_vectors_removed: int
+    deleted_rows_removed: int
+
+
+def rewrite_files(task: RewriteTask) -> RewriteResult:
+    """Rewrite the rows of ``task.files`` into one new data file (none when every row is deleted).
+
+    The new file lands in the partition's directory under a fresh name, with the table's physical column names
+    (and field ids in id mode), Delta stats for the configured columns, and ``dataChange=false`` on its add and on
+    every remove. A failure leaves at most an unreferenced file behind, which VACUUM removes.
+
+    Raises:
+        StorageError: an input is missing or unreadable, or the output cannot be written.
+        SchemaError: an input column cannot be read as the table's type.
+    """
+    ctx = task.table
+    storage = ctx.storage
+    if not task.files:
+        raise ValueError("a rewrite task needs at least one file")
+    partition_values = dict(task.files[0].get("partitionValues") or {})
+    mode = ctx.column_mapping_mode
+    physical_schema = delta_schema_to_arrow(ctx.schema, physical=True, mode=mode, exclude=ctx.partition_columns)
+    directory = partition_directory(ctx.partition_columns, ctx.partition_physical_names, partition_values)
+    relative, log_path = new_data_file_path(directory, codec=task.writer.compression, column_mapping=mode != "none")
+    stats = StatsCollector(
+        ctx.schema,
+        column_mapping_mode=mode,
+        partition_columns=ctx.partition_columns,
+        configuration=ctx.configuration,
+        table_uri=storage.table_uri,
+    )
+    out = _FileWriter(storage, relative, physical_schema, task.writer)
+    rows_read = 0
+    try:
+        for add in task.files:
+            for rows in iter_file_rows(
+                storage,
+                add["path"],
+                add.get("deletionVector"),
+                ctx.schema,
+                mode=mode,
+                partition_columns=ctx.partition_columns,
+            ):
+                rows_read += rows.num_rows
+                if rows.num_rows:
+                    physical = to_physical(
+                        rows, ctx.schema, mode=mode, exclude=ctx.partition_columns, table_uri=storage.table_uri
+                    )
+                    stats.update(physical)
+                    out.write(physical)
+        size = out.close()
+    except BaseException:
+        out.abort()
+        raise
+    adds: tuple[dict[str, Any], ...] = ()
+    if stats.num_records:
+        add_action: dict[str, Any] = {
+            "path": log_path,
+            "partitionValues": partition_values,
+            "size": size,
+            "modificationTime": int(time.time() * 1000),
+            "dataChange": False,
+            "stats": stats.to_json(),
+        }
+        if task.tags:
+            add_action["tags"] = dict(task.tags)
+        adds = (add_action,)
+    removes = tuple(remove_from_add(a, task.deletion_timestamp, data_change=False) for a in task.files)
+    dvs = [a["deletionVector"] for a in task.files if a.get("deletionVector")]
+    return RewriteResult(
+        task_id=task.task_id,
+        adds=adds,
+        removes=removes,
+        rows_read=rows_read,
+        rows_written=stats.num_records,
+        bytes_read=sum(int(a["size"]) for a in task.files),
+        bytes_written=size if adds else 0,
+        deletion_vectors_removed=len(dvs),
+        deleted_rows_removed=sum(int(dv.get("cardinality") or 0) for dv in dvs),
+    )
+
+
+class _FileWriter:
+    """A Parquet file opened lazily (a bin whose rows are all deleted writes nothing), fed in row groups."""
+
+    def __init__(self, storage: Storage, relative: str, schema: pa.Schema, options: WriterOptions) -> None:
+        self.storage = storage
+        self.relative = relative
+        self.schema = schema
+        self.options = options
+        self._sink: Any = None
+        self._writer: pq.ParquetWriter | None = None
+        self._buffer: list[pa.Table] = []
+        self._buffered = 0
+
+    def write(self, rows: pa.Table) -> None:
+        self._buffer.append(rows)
+        self._buffered += rows.nbytes
+        if self._buffered >= self.options.row_group_bytes:
+            self._flush()
+
+    def close(self) -> int:
+        """Finish the file; its size in bytes (0 when nothing was written)."""
+        self._flush()
+        if self._writer is None:
+            return 0
+        try:
+            self._writer.close()
+            size = int(self._sink.tell())
+            self._sink.close()
+        except (pa.ArrowException, OSError) as exc:
+            raise self._error(exc) from None
+        self._writer = self._sink = None
+        return size
+
+    def abort(self) -> None:
+        for closer in (self._writer, self._sink):
+            if closer is not None:
+                with contextlib.suppress(Exception):  # the error that made us abort matters, not this one
+                    closer.close()
+        self._writer = self._sink = None
+
+    def _flush(self) -> None:
+        if not self._buffer:
+            return
+        group = pa.concat_tables(self._buffer) if len(self._buffer) > 1 else self._buffer[0]
+        self._buffer, self._buffered = [], 0
+        try:
+            if self._writer is None:
+                self._open()
+            assert self._writer is not None
+            self._writer.write_table(group, row_group_size=max(group.num_rows, 1))
+        except DeltaLiteError:
+            raise
+        except (pa.ArrowException, OSError) as exc:
+            raise self._error(exc) from None
+
+    def _open(self) -> None:
+        full = self.storage.full_path(self.relative)
+        if self.storage.protocol in ("file", "local"):
+            self.storage.fs.makedirs(full.rsplit("/", 1)[0], exist_ok=True)
+        self._sink = self.storage.fs.open(full, "wb")
+        options = self.options
+        self._writer = pq.ParquetWriter(
+            self._sink,
+            self.schema,
+            compression=options.compression,
+            compression_level=options.compression_level,
+            data_page_size=options.data_page_bytes,
+            use_dictionary=options.dictionary,
+            write_statistics=True,
+        )
+
+    def _error(self, exc: BaseException) -> StorageError:
+        return StorageError(
+            f"cannot write data file {self.relative}: {type(exc).__name__}: {exc}", self.storage.table_uri
+        )

@@ -1,0 +1,65 @@
+"""Bin packing for compaction, as the reference does it (pure: sizes in, groups out).
+
+Per partition, candidate files are sorted by size and packed greedily: a file joins the open bin while the bin stays
+within the target size, otherwise it starts the next bin. Bins are then packed into batches (one commit each) by
+total size. Both steps are deterministic: ties are broken by path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def pack_greedy(items: Iterable[T], size: Callable[[T], int], max_bin_size: int) -> list[list[T]]:
+    """Pack ``items`` in ascending size into consecutive bins of at most ``max_bin_size`` total.
+
+    An item larger than ``max_bin_size`` gets a bin of its own (the reference closes an empty bin first and then
+    drops it; the result is the same). Empty bins are never returned.
+    """
+    bins: list[list[T]] = []
+    current: list[T] = []
+    total = 0
+    for item in items:
+        n = size(item)
+        if current and total + n > max_bin_size:
+            bins.append(current)
+            current, total = [], 0
+        current.append(item)
+        total += n
+    if current:
+        bins.append(current)
+    return bins
+
+
+def group_by(items: Iterable[T], key: Callable[[T], Hashable]) -> dict[Hashable, list[T]]:
+    """Group ``items`` by ``key`` keeping first-seen order of the groups and of the items inside each."""
+    groups: dict[Hashable, list[T]] = {}
+    for item in items:
+        groups.setdefault(key(item), []).append(item)
+    return groups
+
+
+def pack_batches(bin_sizes: Sequence[int], batch_size: int | None) -> list[list[int]]:
+    """Group bins (given by their total sizes) into batches of at most ``batch_size`` bytes; indexes out.
+
+    Without a batch size every bin is in one batch. Otherwise bins are taken smallest first, and a new batch starts
+    when the current one already reached ``batch_size`` or the next bin would push it over (``binPackBySize``).
+    """
+    order = sorted(range(len(bin_sizes)), key=lambda i: (bin_sizes[i], i))
+    if batch_size is None:
+        return [order] if order else []
+    batches: list[list[int]] = []
+    current: list[int] = []
+    total = 0
+    for i in order:
+        if current and (total >= batch_size or total + bin_sizes[i] > batch_size):
+            batches.append(current)
+            current, total = [], 0
+        current.append(i)
+        total += bin_sizes[i]
+    if current:
+        batches.append(current)
+    return batches
