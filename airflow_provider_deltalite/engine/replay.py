@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 from airflow_provider_deltalite.engine import actions as A
 from airflow_provider_deltalite.engine.arrow_util import contiguous
 from airflow_provider_deltalite.engine.errors import CheckpointUnreadable, CorruptLog
+from airflow_provider_deltalite.engine.file_stats import dump_json_exact
 from airflow_provider_deltalite.engine.log_path import LOG_DIR, SIDECAR_DIR
 from airflow_provider_deltalite.engine.log_segment import CheckpointRef
 from airflow_provider_deltalite.engine.storage import Storage
@@ -326,7 +327,8 @@ def _stats_from_parsed(column: pa.Array) -> pa.Array:
     # Some writers put only stats_parsed into checkpoints; turn it back into the JSON form the rest of the engine reads.
     values = []
     for row in column.to_pylist():
-        values.append(None if row is None else json.dumps(_jsonable(row), separators=(",", ":")))
+        # decimals stay exact: a rounded bound in a checkpoint we write later could make readers skip live rows
+        values.append(None if row is None else dump_json_exact(_jsonable(row)))
     return pa.array(values, pa.string())
 
 
@@ -340,8 +342,6 @@ def _jsonable(value: Any) -> Any:
         return text.replace("+00:00", "Z") if "+00:00" in text else text
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
-    if type(value).__name__ == "Decimal":
-        return float(value)
     return value
 
 

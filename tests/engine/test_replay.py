@@ -123,3 +123,28 @@ def test_engine_imports_neither_airflow_nor_spark() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_stats_rebuilt_from_stats_parsed_keep_decimals_exact() -> None:
+    """A checkpoint with only stats_parsed: the JSON stats rebuilt from it must not round 38-digit decimals."""
+    from decimal import Decimal
+
+    from airflow_provider_deltalite.engine.replay import _stats_from_parsed
+
+    value = Decimal("12345678901234567890.123456789012345678")
+    parsed = pa.array(
+        [{"numRecords": 2, "minValues": {"d": value}, "maxValues": {"d": value}, "nullCount": {"d": 0}}, None],
+        pa.struct(
+            [
+                ("numRecords", pa.int64()),
+                ("minValues", pa.struct([("d", pa.decimal128(38, 18))])),
+                ("maxValues", pa.struct([("d", pa.decimal128(38, 18))])),
+                ("nullCount", pa.struct([("d", pa.int64())])),
+            ]
+        ),
+    )
+    assert _stats_from_parsed(parsed).to_pylist() == [
+        '{"numRecords":2,"minValues":{"d":12345678901234567890.123456789012345678},'
+        '"maxValues":{"d":12345678901234567890.123456789012345678},"nullCount":{"d":0}}',
+        None,
+    ]

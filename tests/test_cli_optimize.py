@@ -1,0 +1,192 @@
+"""`deltalite optimize` as a subprocess: JSON consistent with the commit, a readable summary, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from tests.helpers import CORPUS, tree_state
+
+deltalake = pytest.importorskip("deltalake")
+
+ICEBERG = CORPUS / "delta-golden/table-with-icebegCompatV2Enabled"  # writer feature icebergCompatV2 (not writable)
+STATS_KEYS = {
+    "numFilesAdded",
+    "numFilesRemoved",
+    "filesAdded",
+    "filesRemoved",
+    "partitionsOptimized",
+    "numBins",
+    "numBatches",
+    "totalConsideredFiles",
+    "totalFilesSkipped",
+    "numDeletionVectorsRemoved",
+    "numDeletionVectorRowsRemoved",
+    "zOrderStats",
+    "startTimeMs",
+    "endTimeMs",
+    "readVersion",
+    "committedVersion",
+    "committedVersions",
+    "executor",
+    "totalClusterParallelism",
+    "dryRun",
+    "plan",
+}
+
+
+def _run(*args: Any, **kwargs: Any) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "airflow_provider_deltalite", "optimize", *(str(a) for a in args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        **kwargs,
+    )
+
+
+def _table(path: Path, files: int = 3, partitioned: bool = True) -> Path:
+    for k in range(files):
+        data = pa.table({"id": pa.array([k, k + 100], pa.int64()), "p": ["x", "y"]})
+        deltalake.write_deltalake(str(path), data, mode="append", partition_by=["p"] if partitioned else None)
+    return path
+
+
+def _failed(*args: Any) -> str:
+    out = _run(*args)
+    assert out.returncode == 2, out
+    assert out.stdout == ""
+    assert out.stderr.endswith("\n") and out.stderr.count("\n") == 1, out.stderr
+    return out.stderr.rstrip("\n")
+
+
+def test_json_is_one_document_consistent_with_the_commit(tmp_path: Path) -> None:
+    path = _table(tmp_path / "t")
+    out = _run("--json", path)
+    assert out.returncode == 0 and out.stderr == ""
+    assert out.stdout.count("\n") == 1
+    doc = json.loads(out.stdout)
+    assert set(doc) == STATS_KEYS
+    actions = [json.loads(line) for line in (path / "_delta_log/00000000000000000003.json").read_text().splitlines()]
+    adds = [a["add"] for a in actions if "add" in a]
+    removes = [a["remove"] for a in actions if "remove" in a]
+    assert (doc["readVersion"], doc["committedVersion"], doc["committedVersions"]) == (2, 3, [3])
+    assert (doc["numFilesRemoved"], doc["numFilesAdded"]) == (len(removes), len(adds)) == (6, 2)
+    assert doc["filesAdded"]["totalSize"] == sum(a["size"] for a in adds)
+    assert doc["filesRemoved"] == {
+        "min": min(r["size"] for r in removes),
+        "max": max(r["size"] for r in removes),
+        "avg": sum(r["size"] for r in removes) / 6,
+        "totalFiles": 6,
+        "totalSize": sum(r["size"] for r in removes),
+    }
+    assert (doc["partitionsOptimized"], doc["numBins"], doc["numBatches"]) == (2, 2, 1)
+    assert (doc["executor"], doc["zOrderStats"], doc["dryRun"], doc["plan"]) == ("local", None, False, None)
+    metrics = actions[0]["commitInfo"]["operationMetrics"]
+    assert metrics["numAddedFiles"] == "2" and metrics["numRemovedFiles"] == "6"
+
+
+def test_human_summary_and_second_run(tmp_path: Path) -> None:
+    path = _table(tmp_path / "t")
+    out = _run(path)
+    assert out.returncode == 0 and out.stderr == ""
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("optimize  rewrote 6 files (") and lines[0].endswith(") in 2 bins across 2 partitions")
+    assert lines[1].startswith("  added 2 files (")
+    assert lines[2] == "  considered 6 files, skipped 0; deletion vectors purged: 0"
+    assert lines[3] == "  committed version 3 (read version 2), executor local"
+    again = _run(path)
+    assert again.returncode == 0
+    assert again.stdout.splitlines()[-1] == "  nothing committed"
+
+
+def test_dry_run_writes_nothing(tmp_path: Path) -> None:
+    path = _table(tmp_path / "t")
+    state = tree_state(path)
+    out = _run("--dry-run", "--json", "--where", "p = 'x'", path)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert tree_state(path) == state
+    assert (doc["dryRun"], doc["committedVersion"], doc["numFilesRemoved"], doc["totalConsideredFiles"]) == (
+        True,
+        None,
+        3,
+        3,
+    )
+    assert [b["partitionValues"] for b in doc["plan"]] == [{"p": "x"}]
+
+
+def test_progress_bar_only_on_a_terminal(tmp_path: Path) -> None:
+    path = _table(tmp_path / "t")
+    primary, secondary = pty.openpty()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "airflow_provider_deltalite", "optimize", str(path)],
+            stdout=subprocess.PIPE,
+            stderr=secondary,
+            timeout=300,
+        )
+        os.close(secondary)
+        chunks = []
+        while True:
+            try:
+                data = os.read(primary, 4096)
+            except OSError:
+                break
+            if not data:
+                break
+            chunks.append(data)
+    finally:
+        os.close(primary)
+    assert proc.returncode == 0
+    tty = b"".join(chunks).decode()
+    assert "] 2/2 bins, " in tty and "rewritten" in tty
+    assert "bins" not in _run("--json", _table(tmp_path / "u")).stderr
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_bad_inputs_are_one_line_and_write_nothing(tmp_path: Path) -> None:
+    path = _table(tmp_path / "t")
+    state = tree_state(path)
+    missing = tmp_path / "missing"
+    assert _failed("--json", missing) == f"deltalite: error: table {missing}: path does not exist"
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert "_delta_log" in _failed(plain)
+    assert _failed("--where", "id = 1", path) == (
+        f"deltalite: error: table {path}: where may only reference partition columns; 'id' is not one "
+        "(partition columns: p)"
+    )
+    assert _failed("--target-size", "0", path) == (
+        f"deltalite: error: table {path}: target_size must be a positive number of bytes, got 0"
+    )
+    assert _failed("--min-file-size", "-1", path) == (
+        f"deltalite: error: table {path}: min_file_size must be a positive number of bytes, got -1"
+    )
+    assert _failed("--batch-size", "many", path) == "deltalite: error: argument --batch-size: invalid int value: 'many'"
+    assert _failed("--spark-master", "local[2]", path) == "deltalite: error: --spark-master needs --executor spark"
+    assert _failed("--max-concurrent-tasks", "0", path) == (
+        "deltalite: error: max_concurrent_tasks must be at least 1, got 0"
+    )
+    port = _closed_port()
+    line = _failed("--executor", "spark", "--spark-master", f"spark://127.0.0.1:{port}", path)
+    assert line.startswith("deltalite: error: ") and f"spark://127.0.0.1:{port}" in line
+    iceberg_state = tree_state(ICEBERG)
+    line = _failed(ICEBERG)
+    assert line.startswith(f"deltalite: error: table {ICEBERG}: ") and "icebergCompatV2" in line
+    assert tree_state(ICEBERG) == iceberg_state
+    assert tree_state(path) == state
