@@ -1,4 +1,9 @@
-"""A real S3 API for the suite: `moto_server` started on 127.0.0.1 for the session, reached through s3fs."""
+"""Session-wide real components, started by the suite itself on 127.0.0.1.
+
+- `s3_endpoint`: a `moto_server` S3 API, reached through s3fs.
+- `spark_local`: a `SparkExecutor` on local[2] (one JVM for the whole session: a process holds one SparkContext).
+- `spark_cluster`: a standalone Spark cluster (one master, two 1-core workers); tests drive it from subprocesses.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -53,3 +59,27 @@ def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
         except subprocess.TimeoutExpired:
             proc.kill()
         log.close()
+
+
+@pytest.fixture(scope="session")
+def spark_local() -> Iterator[Any]:
+    """A `SparkExecutor` on ``local[2]``, shared by the whole session (a JVM start costs seconds)."""
+    from airflow_provider_deltalite.executors.spark import SparkExecutor
+
+    executor = SparkExecutor.start("local[2]", app_name="deltalite-tests")
+    try:
+        yield executor
+    finally:
+        executor.close()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The master URL of a standalone cluster (one master, two 1-core 1 GiB workers) on 127.0.0.1."""
+    from tests.executors.spark_cluster import start_cluster
+
+    cluster = start_cluster(tmp_path_factory.mktemp("spark-cluster"), workers=2, cores=1, memory="1g")
+    try:
+        yield cluster.master_url
+    finally:
+        cluster.stop()

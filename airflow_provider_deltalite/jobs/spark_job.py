@@ -1,0 +1,243 @@
+"""The spark-submit application: run one maintenance operation with the Spark executor and report its stats.
+
+spark-submit runs this file as the application (the engine zip from `jobs.engine_zip` goes with ``--py-files``);
+``python -m airflow_provider_deltalite.jobs.spark_job`` runs the same code on a local Spark. Usage::
+
+    spark_job.py optimize --table s3://bucket/events --target-size 268435456 --result s3://bucket/results/1.json
+
+The stats are written as JSON to ``--result`` (a local path or any fsspec URI; the table's storage options apply
+when it is on the same store) and printed on stdout as one line ``DELTALITE_RESULT <json>``. Storage options
+(credentials) come only from ``--storage-options-file`` (a JSON object) or the environment variable
+``DELTALITE_STORAGE_OPTIONS`` (JSON; the file's keys win): never from the command line, which spark-submit, the
+Spark UI and process listings all show. A deltalite error prints one line on stderr and exits with 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if __package__ in (None, ""):
+    # Run as a file (spark-submit's application), Python puts this directory first on sys.path: drop it, and fall
+    # back to the package around this file only when nothing earlier (--py-files, site-packages) provides it.
+    _here = os.path.dirname(os.path.abspath(__file__))
+    if sys.path and os.path.abspath(sys.path[0] or ".") == _here:
+        del sys.path[0]
+    if importlib.util.find_spec("airflow_provider_deltalite") is None:
+        sys.path.append(os.path.dirname(os.path.dirname(_here)))
+
+from airflow_provider_deltalite.engine import DeltaLiteError, DeltaTable
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from airflow_provider_deltalite.executors.base import Executor
+    from airflow_provider_deltalite.executors.spark import SparkExecutor
+
+EXIT_ERROR = 2
+RESULT_MARKER = "DELTALITE_RESULT"
+STORAGE_OPTIONS_ENV = "DELTALITE_STORAGE_OPTIONS"
+
+
+class BadInput(ValueError):
+    """An argument or the storage options cannot be used; the message never repeats option values."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line on stderr instead of the usage block
+        raise BadInput(message)
+
+
+@dataclass(frozen=True)
+class Command:
+    """A subcommand: its arguments and the maintenance call (returning stats with ``to_dict()``)."""
+
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace, DeltaTable, Executor], Any]
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number of bytes: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative: {value}")
+    return value
+
+
+def _ratio(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1: {value}")
+    return value
+
+
+def _optimize_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--where", help="predicate on partition columns choosing the partitions to compact")
+    parser.add_argument("--target-size", type=_non_negative_int, metavar="BYTES", help="largest bin in bytes")
+    parser.add_argument("--min-file-size", type=_non_negative_int, metavar="BYTES", help="files below are rewritten")
+    parser.add_argument("--batch-size", type=_non_negative_int, metavar="BYTES", help="input bytes per commit")
+    parser.add_argument(
+        "--max-deleted-rows-ratio", type=_ratio, metavar="FLOAT", help="rewrite files whose DV removes more rows"
+    )
+    parser.add_argument("--dry-run", action="store_true", help="plan only; write nothing to the table")
+
+
+def _run_optimize(args: argparse.Namespace, table: DeltaTable, executor: Executor) -> Any:
+    from airflow_provider_deltalite.maintenance.optimize import optimize
+
+    return optimize(
+        table,
+        where=args.where,
+        target_size=args.target_size,
+        min_file_size=args.min_file_size,
+        max_deleted_rows_ratio=args.max_deleted_rows_ratio,
+        batch_size=args.batch_size,
+        dry_run=args.dry_run,
+        executor=executor,
+    )
+
+
+# Later subcommands (zorder, vacuum) add an entry here.
+COMMANDS: dict[str, Command] = {
+    "optimize": Command("compact small files into larger ones", _optimize_arguments, _run_optimize),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser; every subcommand takes ``--table``, ``--result`` and ``--storage-options-file``."""
+    parser = _Parser(prog="spark_job", description="deltalite maintenance job for spark-submit")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for name, command in COMMANDS.items():
+        p = sub.add_parser(name, help=command.help, description=command.help)
+        p.add_argument("--table", required=True, metavar="URI", help="the Delta table (path or fsspec URI)")
+        p.add_argument("--result", metavar="URI", help="where to write the stats JSON (path or fsspec URI)")
+        p.add_argument(
+            "--storage-options-file",
+            metavar="PATH",
+            help=f"JSON object of fsspec storage options (also read from ${STORAGE_OPTIONS_ENV})",
+        )
+        command.add_arguments(p)
+    return parser
+
+
+def _options_object(text: str, source: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        # The decoder's message names only a position; the text itself may hold credentials.
+        raise BadInput(f"{source} is not valid JSON (line {exc.lineno}, column {exc.colno})") from None
+    if not isinstance(value, dict):
+        raise BadInput(f"{source} must hold a JSON object, not {type(value).__name__}")
+    return value
+
+
+def load_storage_options(path: str | None, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Storage options from ``$DELTALITE_STORAGE_OPTIONS`` and then the file at ``path`` (its keys win).
+
+    Raises:
+        BadInput: either source is not a JSON object.
+        OSError: the file cannot be read.
+    """
+    environ = os.environ if environ is None else environ
+    options: dict[str, Any] = {}
+    if environ.get(STORAGE_OPTIONS_ENV):
+        options.update(_options_object(environ[STORAGE_OPTIONS_ENV], f"${STORAGE_OPTIONS_ENV}"))
+    if path:
+        with open(path, encoding="utf-8") as handle:
+            options.update(_options_object(handle.read(), f"storage options file {path}"))
+    return options
+
+
+def write_result(uri: str, text: str, table: DeltaTable) -> None:
+    """Write ``text`` to ``uri``; a URI on the table's store reuses the table's filesystem (and credentials)."""
+    import fsspec
+
+    protocol = fsspec.utils.get_protocol(uri)
+    table_fs = table.storage.fs
+    table_protocols = table_fs.protocol if isinstance(table_fs.protocol, tuple | list) else (table_fs.protocol,)
+    if protocol in table_protocols:
+        fs, path = table_fs, table_fs._strip_protocol(uri)
+    else:
+        fs, path = fsspec.core.url_to_fs(uri)
+    if protocol in ("file", "local"):
+        fs.makedirs(fs._parent(path), exist_ok=True)
+    fs.pipe_file(path, text.encode("utf-8"))
+
+
+def _spark_executor(app_name: str) -> tuple[SparkExecutor, SparkSession | None]:
+    """The executor for this job, and the session to stop at the end (None when someone else owns it).
+
+    Under spark-submit the session follows the submitted configuration. Run with ``python -m`` (no spark-submit,
+    no gateway), the job starts a quiet local Spark on loopback, as `SparkExecutor.start` does. A session already
+    running in this process (tests, notebooks) is reused and left running.
+    """
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    from airflow_provider_deltalite.executors.spark import SparkExecutor
+
+    if SparkContext._active_spark_context is not None:
+        return SparkExecutor(SparkSession.builder.getOrCreate()), None
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:  # spark-submit sets it for the Python driver it launches
+        executor = SparkExecutor.start("local[*]", app_name=app_name)
+        return executor, None  # closing the executor stops the session it started
+    with warnings.catch_warnings():
+        # PySpark 4.2 warns about pandas 3 while it starts, although RDD jobs never touch pandas.
+        warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
+        spark = SparkSession.builder.appName(app_name).getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return SparkExecutor(spark), spark
+
+
+def _error(message: str) -> int:
+    sys.stderr.write(f"deltalite: error: {' '.join(message.split())}\n")
+    sys.stderr.flush()
+    return EXIT_ERROR
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the job; returns 0 on success and 2 on bad input or a deltalite error (one line on stderr)."""
+    try:
+        args = build_parser().parse_args(argv)
+    except BadInput as exc:
+        return _error(str(exc))
+    except SystemExit as exc:  # --help
+        return exc.code if isinstance(exc.code, int) else 0
+    command = COMMANDS[args.command]
+    try:
+        table = DeltaTable(args.table, storage_options=load_storage_options(args.storage_options_file))
+        table.latest_version()  # a missing table fails here, before a JVM starts
+        executor, owned_session = _spark_executor(f"deltalite {args.command}")
+        try:
+            stats = command.run(args, table, executor)
+        finally:
+            executor.close()
+            if owned_session is not None:
+                owned_session.stop()
+        text = json.dumps(stats.to_dict())
+        if args.result:
+            write_result(args.result, text, table)
+    except (DeltaLiteError, BadInput) as exc:
+        return _error(str(exc))
+    except OSError as exc:
+        return _error(f"{type(exc).__name__}: {exc}")
+    sys.stdout.write(f"{RESULT_MARKER} {text}\n")
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

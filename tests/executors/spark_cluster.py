@@ -1,0 +1,202 @@
+"""A real standalone Spark cluster on 127.0.0.1 for tests: one master and N workers started with `spark-class`.
+
+Each daemon runs in its own process group, so stopping the cluster also ends the executor JVMs and Python workers
+the workers started. The pyspark wheel is the Spark distribution (`SPARK_HOME`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# Test JVMs live seconds: C1-only JIT and the serial GC start them seconds sooner on 2 cores.
+FAST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# Spark settings giving a test's driver and executors the same start-up options.
+FAST_JVM_CONF = {"spark.driver.extraJavaOptions": FAST_JVM_OPTIONS, "spark.executor.extraJavaOptions": FAST_JVM_OPTIONS}
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def spark_home() -> Path:
+    """The pyspark package directory, which holds `bin/spark-class` and the jars."""
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent
+
+
+def spark_env() -> dict[str, str]:
+    """The environment for Spark daemons: loopback only, workers' Python = this interpreter, no repo on PYTHONPATH."""
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)  # executors must get the engine from the shipped zip, not from the repository
+    env.update(
+        SPARK_HOME=str(spark_home()),
+        PYSPARK_PYTHON=sys.executable,
+        SPARK_LOCAL_IP="127.0.0.1",
+        SPARK_LOCAL_HOSTNAME="127.0.0.1",
+        SPARK_DAEMON_JAVA_OPTS=FAST_JVM_OPTIONS,
+        SPARK_DAEMON_MEMORY="256m",
+    )
+    return env
+
+
+@dataclass
+class SparkCluster:
+    """A running master and its workers; `stop` ends them all."""
+
+    master_url: str
+    web_url: str
+    work_dir: Path
+    processes: list[subprocess.Popen] = field(default_factory=list)
+
+    def status(self) -> dict:
+        """The master's JSON status page (workers, applications)."""
+        with urllib.request.urlopen(f"{self.web_url}/json/", timeout=2) as response:
+            return json.load(response)
+
+    def alive_workers(self) -> int:
+        return sum(1 for w in self.status().get("workers", []) if w.get("state") == "ALIVE")
+
+    def logs(self) -> str:
+        """The tail of every daemon's log, for failure messages."""
+        parts = []
+        for log in sorted(self.work_dir.glob("*.log")):
+            parts.append(f"--- {log.name}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-20:]))
+        return "\n".join(parts)
+
+    def stop(self) -> None:
+        """SIGTERM every process group, then SIGKILL the groups once the daemons exited (or after 10 s)."""
+        for proc in self.processes:
+            _signal_group(proc, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not all(_exited(p) for p in self.processes):
+            time.sleep(0.1)
+        # Executor JVMs and Python daemons live in the same groups and may outlive the daemons. The daemons are not
+        # reaped yet, so their group ids cannot have been reused by an unrelated process.
+        for proc in self.processes:
+            _signal_group(proc, signal.SIGKILL)
+        for proc in self.processes:
+            proc.wait()
+        self.processes.clear()
+
+
+def _exited(proc: subprocess.Popen) -> bool:
+    """Whether the process exited, without reaping it (WNOWAIT)."""
+    if proc.returncode is not None:
+        return True
+    try:
+        return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    if proc.returncode is not None:  # reaped: its group id may belong to someone else by now
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
+
+
+def _accepts(probe: Callable[[], object]) -> bool:
+    """Whether ``probe()`` is true; false while the master's web UI does not answer yet."""
+    try:
+        return bool(probe())
+    except OSError:
+        return False
+
+
+def _check_alive(cluster: SparkCluster, deadline: float, what: str) -> None:
+    dead = [p.args[1] for p in cluster.processes if p.poll() is not None]
+    if dead:
+        raise RuntimeError(f"Spark daemon exited during start-up: {dead}\n{cluster.logs()}")
+    if time.monotonic() > deadline:
+        raise RuntimeError(f"{what} within the time limit\n{cluster.logs()}")
+
+
+def start_cluster(
+    work_dir: Path, *, workers: int = 2, cores: int = 1, memory: str = "1g", timeout: float = 90.0
+) -> SparkCluster:
+    """Start a master and ``workers`` workers on 127.0.0.1 and wait until all workers are registered and alive.
+
+    Raises:
+        RuntimeError: the cluster did not come up within ``timeout`` seconds (the message carries the log tails).
+    """
+    work_dir.mkdir(parents=True, exist_ok=True)
+    spark_class = str(spark_home() / "bin" / "spark-class")
+    env = spark_env()
+    port, web_port = free_port(), free_port()
+    cluster = SparkCluster(f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{web_port}", work_dir)
+
+    def launch(name: str, args: list[str]) -> None:
+        with (work_dir / f"{name}.log").open("wb") as log:
+            cluster.processes.append(
+                subprocess.Popen(
+                    [spark_class, *args],
+                    env=env,
+                    cwd=work_dir,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
+
+    try:
+        launch(
+            "master",
+            [
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--webui-port",
+                str(web_port),
+            ],
+        )
+        deadline = time.monotonic() + timeout
+        # Workers that find no master retry only after 1-10 s (randomised), so start them once the master listens.
+        while not _accepts(cluster.status):
+            _check_alive(cluster, deadline, "the Spark master did not start")
+            time.sleep(0.1)
+        for n in range(workers):
+            worker_dir = work_dir / f"worker-{n}"
+            worker_dir.mkdir(exist_ok=True)
+            launch(
+                f"worker-{n}",
+                [
+                    "org.apache.spark.deploy.worker.Worker",
+                    cluster.master_url,
+                    "--host",
+                    "127.0.0.1",
+                    "--cores",
+                    str(cores),
+                    "--memory",
+                    memory,
+                    "--webui-port",
+                    str(free_port()),
+                    "--work-dir",
+                    str(worker_dir),
+                ],
+            )
+        while not _accepts(lambda: cluster.alive_workers() == workers):
+            _check_alive(cluster, deadline, f"{workers} Spark workers did not register")
+            time.sleep(0.1)
+        return cluster
+    except BaseException:
+        cluster.stop()
+        raise

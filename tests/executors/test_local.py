@@ -1,0 +1,95 @@
+"""LocalExecutor: every item's result comes back (in any order), at most N items in flight, errors propagate."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from airflow_provider_deltalite.engine import TableNotFound
+from airflow_provider_deltalite.executors import LocalExecutor
+
+
+def _square(x: int) -> int:
+    return x * x
+
+
+class _Gauge:
+    """Counts how many calls run at the same time and remembers the peak."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.running = 0
+        self.peak = 0
+
+    def __call__(self, x: int) -> int:
+        with self.lock:
+            self.running += 1
+            self.peak = max(self.peak, self.running)
+        time.sleep(0.02)
+        with self.lock:
+            self.running -= 1
+        return x
+
+
+def test_results_of_every_item_in_completion_order() -> None:
+    # Item 0 sleeps longest, so with 4 threads it finishes after the others: results follow completion, not input.
+    def slow_first(x: int) -> int:
+        time.sleep(0.3 if x == 0 else 0.01)
+        return x * 10
+
+    results = list(LocalExecutor(4).map(slow_first, [0, 1, 2, 3]))
+    assert sorted(results) == [0, 10, 20, 30]
+    assert results[-1] == 0
+
+
+def test_single_thread_and_single_item_run_inline() -> None:
+    assert list(LocalExecutor(1).map(_square, [3, 1, 2])) == [9, 1, 4]
+    assert list(LocalExecutor(8).map(_square, [7])) == [49]
+    assert list(LocalExecutor(8).map(_square, [])) == []
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_in_flight_count_is_bounded(workers: int) -> None:
+    gauge = _Gauge()
+    assert sorted(LocalExecutor(workers).map(gauge, range(12))) == list(range(12))
+    assert gauge.peak == workers
+
+
+def test_parallelism_is_the_thread_count() -> None:
+    assert LocalExecutor(3).parallelism == 3
+    assert LocalExecutor().parallelism >= 1
+
+
+def test_exception_in_fn_propagates_with_its_type() -> None:
+    def fail_on_two(x: int) -> int:
+        if x == 2:
+            raise TableNotFound("no _delta_log", "/tmp/t")
+        return x
+
+    with pytest.raises(TableNotFound) as info:
+        list(LocalExecutor(2).map(fail_on_two, range(5)))
+    assert str(info.value) == "table /tmp/t: no _delta_log"
+
+
+def test_stopping_early_cancels_queued_items() -> None:
+    started: list[int] = []
+
+    def record(x: int) -> int:
+        started.append(x)
+        time.sleep(0.05)
+        return x
+
+    results = LocalExecutor(2).map(record, range(20))
+    first = next(results)
+    results.close()
+    assert first in (0, 1)
+    # Only the first two items had been submitted when the first result was yielded; the rest never started.
+    assert sorted(started) == [0, 1]
+
+
+@pytest.mark.parametrize("bad", [0, -1])
+def test_max_concurrent_tasks_must_be_positive(bad: int) -> None:
+    with pytest.raises(ValueError, match=f"max_concurrent_tasks must be at least 1, got {bad}"):
+        LocalExecutor(bad)
