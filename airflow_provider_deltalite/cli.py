@@ -12,6 +12,7 @@ from typing import Any
 from airflow_provider_deltalite import __version__
 from airflow_provider_deltalite.engine import DeltaLiteError, DeltaTable, Snapshot
 from airflow_provider_deltalite.engine.snapshot import json_default
+from airflow_provider_deltalite.operation_arguments import add_optimize_arguments, optimize_options
 
 EXIT_ERROR = 2
 _SIZE_BINS = ((1 << 20, "<1MB"), (8 << 20, "<8MB"), (64 << 20, "<64MB"), (128 << 20, "<128MB"), (1 << 30, "<1GB"))
@@ -271,11 +272,7 @@ def cmd_optimize(args: argparse.Namespace) -> None:
     try:
         stats = optimize(
             table,
-            where=args.where,
-            target_size=args.target_size,
-            min_file_size=args.min_file_size,
-            batch_size=args.batch_size,
-            dry_run=args.dry_run,
+            **optimize_options(args),
             executor=executor,
             progress=_progress_bar if show_progress else None,
         )
@@ -397,16 +394,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("optimize", parents=[common], help="compact small files (bin packing, dataChange=false)")
     p.add_argument("table")
-    p.add_argument("--where", help="predicate on partition columns, e.g. \"date >= '2026-11-01'\"")
-    p.add_argument(
-        "--target-size", type=int, metavar="BYTES", help="largest bin (default delta.targetFileSize or 1 GiB)"
-    )
-    p.add_argument("--min-file-size", type=int, metavar="BYTES", help="rewrite files below this (same default)")
-    p.add_argument("--batch-size", type=int, metavar="BYTES", help="input bytes per commit (default: one commit)")
+    add_optimize_arguments(p)
     p.add_argument("--executor", choices=("local", "spark"), default="local")
     p.add_argument("--spark-master", metavar="URL", help="with --executor spark (default local[*])")
     p.add_argument("--max-concurrent-tasks", type=int, metavar="N", help="threads of the local executor")
-    p.add_argument("--dry-run", action="store_true", help="plan only; write nothing")
     p.set_defaults(func=cmd_optimize)
 
     p = sub.add_parser("demo", parents=[common], help=argparse.SUPPRESS)

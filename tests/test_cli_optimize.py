@@ -177,7 +177,9 @@ def test_bad_inputs_are_one_line_and_write_nothing(tmp_path: Path) -> None:
     assert _failed("--min-file-size", "-1", path) == (
         f"deltalite: error: table {path}: min_file_size must be a positive number of bytes, got -1"
     )
-    assert _failed("--batch-size", "many", path) == "deltalite: error: argument --batch-size: invalid int value: 'many'"
+    assert _failed("--batch-size", "many", path) == (
+        "deltalite: error: argument --batch-size: not a whole number of bytes: 'many'"
+    )
     assert _failed("--spark-master", "local[2]", path) == "deltalite: error: --spark-master needs --executor spark"
     assert _failed("--max-concurrent-tasks", "0", path) == (
         "deltalite: error: max_concurrent_tasks must be at least 1, got 0"

@@ -34,6 +34,7 @@ if __package__ in (None, ""):
         sys.path.append(os.path.dirname(os.path.dirname(_here)))
 
 from airflow_provider_deltalite.engine import DeltaLiteError, DeltaTable
+from airflow_provider_deltalite.operation_arguments import add_optimize_arguments, optimize_options
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -64,55 +65,15 @@ class Command:
     run: Callable[[argparse.Namespace, DeltaTable, Executor], Any]
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number of bytes: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative: {value}")
-    return value
-
-
-def _ratio(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1: {value}")
-    return value
-
-
-def _optimize_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--where", help="predicate on partition columns choosing the partitions to compact")
-    parser.add_argument("--target-size", type=_non_negative_int, metavar="BYTES", help="largest bin in bytes")
-    parser.add_argument("--min-file-size", type=_non_negative_int, metavar="BYTES", help="files below are rewritten")
-    parser.add_argument("--batch-size", type=_non_negative_int, metavar="BYTES", help="input bytes per commit")
-    parser.add_argument(
-        "--max-deleted-rows-ratio", type=_ratio, metavar="FLOAT", help="rewrite files whose DV removes more rows"
-    )
-    parser.add_argument("--dry-run", action="store_true", help="plan only; write nothing to the table")
-
-
 def _run_optimize(args: argparse.Namespace, table: DeltaTable, executor: Executor) -> Any:
     from airflow_provider_deltalite.maintenance.optimize import optimize
 
-    return optimize(
-        table,
-        where=args.where,
-        target_size=args.target_size,
-        min_file_size=args.min_file_size,
-        max_deleted_rows_ratio=args.max_deleted_rows_ratio,
-        batch_size=args.batch_size,
-        dry_run=args.dry_run,
-        executor=executor,
-    )
+    return optimize(table, **optimize_options(args), executor=executor)
 
 
 # Later subcommands (zorder, vacuum) add an entry here.
 COMMANDS: dict[str, Command] = {
-    "optimize": Command("compact small files into larger ones", _optimize_arguments, _run_optimize),
+    "optimize": Command("compact small files into larger ones", add_optimize_arguments, _run_optimize),
 }
 
 
