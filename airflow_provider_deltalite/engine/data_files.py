@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 
 from airflow_provider_deltalite.engine.deletion_vectors import read_deletion_vector
 from airflow_provider_deltalite.engine.errors import DeltaLiteError, StorageError
-from airflow_provider_deltalite.engine.schema import delta_schema_to_arrow, to_logical
+from airflow_provider_deltalite.engine.schema import delta_schema_to_arrow, file_columns, to_logical
 from airflow_provider_deltalite.engine.storage import Storage
 
 # Rows per decoded batch when streaming: large enough that per-batch overhead vanishes, small enough that a few
@@ -43,10 +43,12 @@ def iter_file_rows(
     mode: str,
     partition_columns: Sequence[str],
     batch_rows: int = STREAM_BATCH_ROWS,
+    columns: Sequence[str] | None = None,
 ) -> Iterator[pa.Table]:
     """Stream the live rows of one data file in the table's logical data schema (partition columns excluded).
 
     Rows removed by the deletion vector are dropped; at most one batch of ``batch_rows`` rows is decoded at a time.
+    ``columns`` (top-level logical names) limits what is decoded and returned.
 
     Raises:
         StorageError: the file or its deletion vector is missing or unreadable.
@@ -62,7 +64,12 @@ def iter_file_rows(
             parquet = pq.ParquetFile(fh, coerce_int96_timestamp_unit="us")
             if parquet.metadata.num_rows == 0:
                 return
-            for batch in parquet.iter_batches(batch_size=batch_rows):
+            read_columns = None
+            if columns is not None:
+                wanted = set(columns)
+                schema = {**schema, "fields": [f for f in schema["fields"] if f["name"] in wanted]}
+                read_columns = file_columns(parquet.schema_arrow, schema, mode)
+            for batch in parquet.iter_batches(batch_size=batch_rows, columns=read_columns):
                 rows = to_logical(
                     pa.Table.from_batches([batch]), schema, mode=mode, exclude=partition_columns, table_uri=uri
                 )

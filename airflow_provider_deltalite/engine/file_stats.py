@@ -523,6 +523,19 @@ class StatsCollector:
             self._nodes = _first_leaves(fields, num_indexed, column_mapping_mode, "")[0]
         self._num_records = 0
 
+    @property
+    def column_paths(self) -> list[str]:
+        """Logical dotted paths of the leaf columns that get statistics (Z-order may only use these)."""
+        out: list[str] = []
+        stack: list[_Leaf | _Struct] = list(reversed(self._nodes))
+        while stack:
+            node = stack.pop()
+            if isinstance(node, _Leaf):
+                out.append(node.path)
+            else:
+                stack.extend(reversed(node.children))
+        return out
+
     def update(self, batch: pa.RecordBatch | pa.Table) -> None:
         """Add the rows of one batch (or table) written to the file.
 

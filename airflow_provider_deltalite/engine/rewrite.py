@@ -9,8 +9,9 @@ and are encoded while the next inputs are read; a bin is never held in memory wh
 from __future__ import annotations
 
 import contextlib
+import json
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -125,15 +126,52 @@ def rewrite_files(task: RewriteTask) -> RewriteResult:
         StorageError: an input is missing or unreadable, or the output cannot be written.
         SchemaError: an input column cannot be read as the table's type.
     """
-    ctx = task.table
-    storage = ctx.storage
     if not task.files:
         raise ValueError("a rewrite task needs at least one file")
-    partition_values = dict(task.files[0].get("partitionValues") or {})
+    counter = _RowCounter()
+    add = write_data_file(
+        task.table,
+        dict(task.files[0].get("partitionValues") or {}),
+        counter.count(iter_live_rows(task.table, task.files)),
+        task.writer,
+        tags=task.tags,
+    )
+    return rewrite_result(task.task_id, task.files, [add] if add else [], task.deletion_timestamp, counter.rows)
+
+
+def iter_live_rows(
+    ctx: TableContext, files: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None
+) -> Iterator[pa.Table]:
+    """The live rows of ``files`` (deletion vectors applied) in the logical data schema, streamed in file order."""
+    for add in files:
+        yield from iter_file_rows(
+            ctx.storage,
+            add["path"],
+            add.get("deletionVector"),
+            ctx.schema,
+            mode=ctx.column_mapping_mode,
+            partition_columns=ctx.partition_columns,
+            columns=columns,
+        )
+
+
+def write_data_file(
+    ctx: TableContext,
+    partition_values: Mapping[str, str | None],
+    rows: Iterable[pa.Table],
+    writer: WriterOptions,
+    *,
+    tags: Mapping[str, str] | None = None,
+) -> dict[str, Any] | None:
+    """Write logical ``rows`` into one new data file of the partition; its add action (None when no rows came).
+
+    The add has ``dataChange=false``, Delta stats for the configured columns, and the table's physical names.
+    """
+    storage = ctx.storage
     mode = ctx.column_mapping_mode
     physical_schema = delta_schema_to_arrow(ctx.schema, physical=True, mode=mode, exclude=ctx.partition_columns)
     directory = partition_directory(ctx.partition_columns, ctx.partition_physical_names, partition_values)
-    relative, log_path = new_data_file_path(directory, codec=task.writer.compression, column_mapping=mode != "none")
+    relative, log_path = new_data_file_path(directory, codec=writer.compression, column_mapping=mode != "none")
     stats = StatsCollector(
         ctx.schema,
         column_mapping_mode=mode,
@@ -141,55 +179,65 @@ def rewrite_files(task: RewriteTask) -> RewriteResult:
         configuration=ctx.configuration,
         table_uri=storage.table_uri,
     )
-    out = _FileWriter(storage, relative, physical_schema, task.writer)
-    rows_read = 0
+    out = _FileWriter(storage, relative, physical_schema, writer)
     try:
-        for add in task.files:
-            for rows in iter_file_rows(
-                storage,
-                add["path"],
-                add.get("deletionVector"),
-                ctx.schema,
-                mode=mode,
-                partition_columns=ctx.partition_columns,
-            ):
-                rows_read += rows.num_rows
-                if rows.num_rows:
-                    physical = to_physical(
-                        rows, ctx.schema, mode=mode, exclude=ctx.partition_columns, table_uri=storage.table_uri
-                    )
-                    stats.update(physical)
-                    out.write(physical)
+        for chunk in rows:
+            if chunk.num_rows:
+                physical = to_physical(
+                    chunk, ctx.schema, mode=mode, exclude=ctx.partition_columns, table_uri=storage.table_uri
+                )
+                stats.update(physical)
+                out.write(physical)
         size = out.close()
     except BaseException:
         out.abort()
         raise
-    adds: tuple[dict[str, Any], ...] = ()
-    if stats.num_records:
-        add_action: dict[str, Any] = {
-            "path": log_path,
-            "partitionValues": partition_values,
-            "size": size,
-            "modificationTime": int(time.time() * 1000),
-            "dataChange": False,
-            "stats": stats.to_json(),
-        }
-        if task.tags:
-            add_action["tags"] = dict(task.tags)
-        adds = (add_action,)
-    removes = tuple(remove_from_add(a, task.deletion_timestamp, data_change=False) for a in task.files)
-    dvs = [a["deletionVector"] for a in task.files if a.get("deletionVector")]
+    if not stats.num_records:
+        return None
+    add: dict[str, Any] = {
+        "path": log_path,
+        "partitionValues": dict(partition_values),
+        "size": size,
+        "modificationTime": int(time.time() * 1000),
+        "dataChange": False,
+        "stats": stats.to_json(),
+    }
+    if tags:
+        add["tags"] = dict(tags)
+    return add
+
+
+def rewrite_result(
+    task_id: int,
+    files: Sequence[Mapping[str, Any]],
+    adds: Sequence[dict[str, Any]],
+    deletion_timestamp: int,
+    rows_read: int,
+) -> RewriteResult:
+    """The result of rewriting ``files`` into ``adds``: removes (each with its file's deletion vector) and counts."""
+    removes = tuple(remove_from_add(a, deletion_timestamp, data_change=False) for a in files)
+    dvs = [a["deletionVector"] for a in files if a.get("deletionVector")]
     return RewriteResult(
-        task_id=task.task_id,
-        adds=adds,
+        task_id=task_id,
+        adds=tuple(adds),
         removes=removes,
         rows_read=rows_read,
-        rows_written=stats.num_records,
-        bytes_read=sum(int(a["size"]) for a in task.files),
-        bytes_written=size if adds else 0,
+        rows_written=sum(json.loads(a["stats"])["numRecords"] for a in adds),
+        bytes_read=sum(int(a["size"]) for a in files),
+        bytes_written=sum(int(a["size"]) for a in adds),
         deletion_vectors_removed=len(dvs),
         deleted_rows_removed=sum(int(dv.get("cardinality") or 0) for dv in dvs),
     )
+
+
+class _RowCounter:
+    def __init__(self) -> None:
+        self.rows = 0
+
+    def count(self, chunks: Iterable[pa.Table]) -> Iterator[pa.Table]:
+        for chunk in chunks:
+            self.rows += chunk.num_rows
+            yield chunk
 
 
 class _FileWriter:

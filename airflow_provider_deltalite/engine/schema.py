@@ -392,6 +392,13 @@ def _retype(array: pa.Array, target: pa.DataType) -> pa.Array:
     return array
 
 
+def file_columns(file_schema: pa.Schema, schema: dict, mode: str) -> list[str]:
+    """Names of the columns of a data file that hold the fields of ``schema`` (found as `to_logical` finds them)."""
+    lookup = _FieldLookup(file_schema)
+    found = (lookup.find(field, mode) for field in _validated(schema)["fields"])
+    return [file_schema.field(i).name for i in found if i is not None]
+
+
 class _FieldLookup:
     """Finds the file field that holds a Delta field, using the rules of the column mapping mode."""
 
