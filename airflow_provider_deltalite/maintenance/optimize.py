@@ -299,8 +299,9 @@ def optimize(
                     if progress is not None:
                         progress(OptimizeProgress(done_bins, len(plan.bins), done_bytes, total_bytes))
             except DeltaLiteError as exc:
-                raise _left_for_vacuum(exc, batch_results, "this batch was not committed") from None
-            versions.append(_commit(table, snapshot, plan, batch_results, retry))
+                raise left_for_vacuum(exc, batch_results, "this batch was not committed") from None
+            parameters = {"predicate": [plan.predicate] if plan.predicate else [], "zOrderBy": [], "auto": False}
+            versions.append(commit_rewrite(table, snapshot, parameters, batch_results, retry))
             results.extend(batch_results)
         return _stats(plan, executor, start_ms, results, versions)
     finally:
@@ -308,16 +309,21 @@ def optimize(
             executor.close()
 
 
-def _commit(
+def commit_rewrite(
     table: DeltaTable,
     snapshot: Snapshot,
-    plan: OptimizePlan,
+    parameters: Mapping[str, Any],
     results: list[RewriteResult],
     retry: RetryPolicy | None,
 ) -> int:
+    """Commit rewritten files as one OPTIMIZE version, retrying on newer snapshots while that stays valid.
+
+    Raises:
+        ConcurrentModification: a concurrent commit removed a rewritten file (or the retries ran out); the message
+            says how many bytes of new files are left for VACUUM.
+    """
     adds = [a for r in results for a in r.adds]
     removes = [x for r in results for x in r.removes]
-    parameters = {"predicate": [plan.predicate] if plan.predicate else [], "zOrderBy": [], "auto": False}
     metrics = operation_metrics(adds, removes)
     base = snapshot
     for rebase in range(MAX_REBASES + 1):
@@ -332,7 +338,7 @@ def _commit(
         except ConcurrentModification as exc:
             latest = table.snapshot()
             if rebase == MAX_REBASES or not _still_applicable(snapshot, latest, removes):
-                raise _left_for_vacuum(exc, results, "the commit failed") from None
+                raise left_for_vacuum(exc, results, "the commit failed") from None
             log.info("OPTIMIZE retries on version %s after a concurrent commit: %s", latest.version, exc.problem)
             base = latest
     raise AssertionError("unreachable")
@@ -348,7 +354,7 @@ def _still_applicable(original: Snapshot, latest: Snapshot, removes: list[dict[s
     return all((r["path"], dv_key(r)) in keys for r in removes)
 
 
-def _left_for_vacuum(exc: DeltaLiteError, results: list[RewriteResult], what: str) -> DeltaLiteError:
+def left_for_vacuum(exc: DeltaLiteError, results: list[RewriteResult], what: str) -> DeltaLiteError:
     """The same error, saying how many bytes of new files the failure left behind for VACUUM."""
     written = [a for r in results for a in r.adds]
     if not written:
