@@ -6,13 +6,18 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from airflow_provider_deltalite import __version__
 from airflow_provider_deltalite.engine import DeltaLiteError, DeltaTable, Snapshot
 from airflow_provider_deltalite.engine.snapshot import json_default
-from airflow_provider_deltalite.operation_arguments import add_optimize_arguments, optimize_options
+from airflow_provider_deltalite.operation_arguments import (
+    add_optimize_arguments,
+    add_zorder_arguments,
+    optimize_options,
+    zorder_options,
+)
 
 EXIT_ERROR = 2
 _SIZE_BINS = ((1 << 20, "<1MB"), (8 << 20, "<8MB"), (64 << 20, "<64MB"), (128 << 20, "<128MB"), (1 << 30, "<1GB"))
@@ -262,29 +267,24 @@ def _executor(args: argparse.Namespace) -> Any:
     return LocalExecutor(args.max_concurrent_tasks)
 
 
-def cmd_optimize(args: argparse.Namespace) -> None:
-    from airflow_provider_deltalite.maintenance.optimize import optimize
-
+def _run_rewrite(args: argparse.Namespace, operation: Callable[..., Any], options: dict[str, Any]) -> Any:
+    """Run OPTIMIZE or Z-order with the chosen executor and, on a terminal, a progress bar."""
     table = _open(args)
     table.snapshot()  # a missing table or bad protocol fails before a Spark session is started
     show_progress = not args.json and sys.stderr.isatty()
     executor = _executor(args)
     try:
-        stats = optimize(
-            table,
-            **optimize_options(args),
-            executor=executor,
-            progress=_progress_bar if show_progress else None,
-        )
+        return operation(table, **options, executor=executor, progress=_progress_bar if show_progress else None)
     finally:
         executor.close()
         if show_progress:
             sys.stderr.write("\n")
-    if args.json:
-        return _print_json(stats.to_dict())
-    what = "would rewrite" if stats.dry_run else "rewrote"
+
+
+def _print_rewrite_summary(stats: Any, command: str, did: str, would: str) -> None:
+    what = f"would {would}" if stats.dry_run else did
     print(
-        f"optimize  {what} {stats.num_files_removed} files ({_human_size(stats.files_removed.total_size)}) "
+        f"{command:<9} {what} {stats.num_files_removed} files ({_human_size(stats.files_removed.total_size)}) "
         f"in {stats.num_bins} bins across {stats.partitions_optimized} partitions"
     )
     if not stats.dry_run:
@@ -298,6 +298,29 @@ def cmd_optimize(args: argparse.Namespace) -> None:
     else:
         versions = ", ".join(str(v) for v in stats.committed_versions)
         print(f"  committed version {versions} (read version {stats.read_version}), executor {stats.executor}")
+
+
+def cmd_optimize(args: argparse.Namespace) -> None:
+    from airflow_provider_deltalite.maintenance.optimize import optimize
+
+    stats = _run_rewrite(args, optimize, optimize_options(args))
+    if args.json:
+        return _print_json(stats.to_dict())
+    _print_rewrite_summary(stats, "optimize", "rewrote", "rewrite")
+
+
+def cmd_zorder(args: argparse.Namespace) -> None:
+    from airflow_provider_deltalite.maintenance.zorder import zorder
+
+    stats = _run_rewrite(args, zorder, zorder_options(args))
+    if args.json:
+        return _print_json(stats.to_dict())
+    _print_rewrite_summary(stats, "zorder", "clustered", "cluster")
+    z = stats.z_order_stats
+    print(
+        f"  curve {z['curve']} over {', '.join(z['columns'])}: {z['numOutputCubes']} partitions clustered, "
+        f"{z['numSkippedCubes']} already clustered and skipped"
+    )
 
 
 def _has_pandas() -> bool:
@@ -352,6 +375,12 @@ def cmd_demo(args: argparse.Namespace) -> None:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def _add_executor_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--executor", choices=("local", "spark"), default="local")
+    p.add_argument("--spark-master", metavar="URL", help="with --executor spark (default local[*])")
+    p.add_argument("--max-concurrent-tasks", type=int, metavar="N", help="threads of the local executor")
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true", help="print exactly one JSON document on stdout")
@@ -395,10 +424,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("optimize", parents=[common], help="compact small files (bin packing, dataChange=false)")
     p.add_argument("table")
     add_optimize_arguments(p)
-    p.add_argument("--executor", choices=("local", "spark"), default="local")
-    p.add_argument("--spark-master", metavar="URL", help="with --executor spark (default local[*])")
-    p.add_argument("--max-concurrent-tasks", type=int, metavar="N", help="threads of the local executor")
+    _add_executor_arguments(p)
     p.set_defaults(func=cmd_optimize)
+
+    p = sub.add_parser("zorder", parents=[common], help="cluster files along a Z-order or Hilbert curve")
+    p.add_argument("table")
+    add_zorder_arguments(p)
+    _add_executor_arguments(p)
+    p.set_defaults(func=cmd_zorder)
 
     p = sub.add_parser("demo", parents=[common], help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_demo)

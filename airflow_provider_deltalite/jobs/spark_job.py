@@ -34,7 +34,14 @@ if __package__ in (None, ""):
         sys.path.append(os.path.dirname(os.path.dirname(_here)))
 
 from airflow_provider_deltalite.engine import DeltaLiteError, DeltaTable
-from airflow_provider_deltalite.operation_arguments import add_optimize_arguments, optimize_options
+from airflow_provider_deltalite.operation_arguments import (
+    add_optimize_arguments,
+    add_vacuum_arguments,
+    add_zorder_arguments,
+    optimize_options,
+    vacuum_options,
+    zorder_options,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -71,9 +78,23 @@ def _run_optimize(args: argparse.Namespace, table: DeltaTable, executor: Executo
     return optimize(table, **optimize_options(args), executor=executor)
 
 
-# Later subcommands (zorder, vacuum) add an entry here.
+def _run_zorder(args: argparse.Namespace, table: DeltaTable, executor: Executor) -> Any:
+    from airflow_provider_deltalite.maintenance.zorder import zorder
+
+    return zorder(table, **zorder_options(args), executor=executor)
+
+
+def _run_vacuum(args: argparse.Namespace, table: DeltaTable, executor: Executor) -> Any:
+    from airflow_provider_deltalite.maintenance.vacuum import vacuum
+
+    return vacuum(table, **vacuum_options(args), executor=executor)
+
+
+# Later subcommands add an entry here.
 COMMANDS: dict[str, Command] = {
     "optimize": Command("compact small files into larger ones", add_optimize_arguments, _run_optimize),
+    "zorder": Command("cluster files along a Z-order or Hilbert curve", add_zorder_arguments, _run_zorder),
+    "vacuum": Command("delete files the table no longer references", add_vacuum_arguments, _run_vacuum),
 }
 
 

@@ -38,6 +38,7 @@ from airflow_provider_deltalite.engine.rewrite import (
     write_data_file,
 )
 from airflow_provider_deltalite.maintenance.curves import (
+    aligned_splits,
     compare_keys,
     curve_keys,
     key_order,
@@ -172,8 +173,7 @@ def _split_points(
     keys = _keys(task, sample, boundaries)
     noise = noise_bytes(sample.num_rows, task.seed + 1) if task.noise else np.zeros(sample.num_rows, np.uint64)
     order = key_order(keys, noise)
-    positions = [order[(j * len(order)) // task.num_files] for j in range(1, task.num_files)]
-    return keys[positions], noise[positions]
+    return aligned_splits(keys[order], noise[order], task.num_files)
 
 
 class _RunSpill:

@@ -179,6 +179,67 @@ def compare_keys(keys: np.ndarray, noise: np.ndarray, split_keys: np.ndarray, sp
     return np.searchsorted(splits, row, side="right").astype(np.int64)
 
 
+def aligned_splits(
+    keys: np.ndarray, noise: np.ndarray, num_runs: int, slack: float = 0.25
+) -> tuple[np.ndarray, np.ndarray]:
+    """Split points cutting sorted (``keys``, ``noise``) into ``num_runs`` runs, each snapped to a cube boundary.
+
+    Equal-count cuts land a few rows past the edge of a curve cell, and the file that gets those rows spans two cells:
+    its min/max on the dimension where the cells differ doubles, and queries on that column stop skipping it. So
+    each cut moves, within ``slack`` of a run's size, to the place where neighbouring keys share the shortest bit
+    prefix (the edge of the largest cell); ties go to the cut closest to the even split. Where the window holds
+    only one key (heavy skew), the cut stays and the noise splits the run of equal keys.
+
+    Returns:
+        ``(split_keys, split_noise)``: a row with (key, noise) at or above split ``j`` goes to run ``j + 1`` or later.
+    """
+    rows = len(keys)
+    if num_runs <= 1 or rows < 2:
+        return keys[:0], noise[:0]
+    window = max(1, int(rows * slack / num_runs))
+    split_keys, split_noise = [], []
+    last = 0
+    for j in range(1, num_runs):
+        ideal = (j * rows) // num_runs
+        lo, hi = max(last + 1, ideal - window), min(rows - 1, ideal + window)
+        if lo > hi:
+            continue
+        shared = _shared_prefix_bits(keys[lo - 1 : hi], keys[lo : hi + 1])
+        best = int(np.min(shared))
+        if best == keys.shape[1] * 64:  # one key across the window: cut inside it, where the noise decides
+            split_keys.append(keys[ideal])
+            split_noise.append(noise[ideal])
+            last = ideal
+            continue
+        candidates = np.flatnonzero(shared == best) + lo
+        cut = int(candidates[np.argmin(np.abs(candidates - ideal))])
+        split_keys.append(keys[cut])
+        split_noise.append(0)  # every row of the cut's key goes right: the cut falls between two keys
+        last = cut
+    if not split_keys:
+        return keys[:0], noise[:0]
+    return np.array(split_keys, np.uint64).reshape(-1, keys.shape[1]), np.array(split_noise, np.uint64)
+
+
+def _shared_prefix_bits(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Leading bits two key matrices have in common, row by row (64 per word; all of them when equal)."""
+    shared = np.zeros(len(a), np.int64)
+    still_equal = np.ones(len(a), bool)
+    for w in range(a.shape[1]):
+        diff = a[:, w] ^ b[:, w]
+        # leading zeros of a 64-bit word: 64 - bit_length
+        bit_length = np.where(diff == 0, 0, np.floor(np.log2(np.maximum(diff, 1).astype(np.float64))) + 1)
+        bit_length = np.where(diff >> np.uint64(53), _exact_bit_length(diff), bit_length).astype(np.int64)
+        shared += np.where(still_equal, 64 - bit_length, 0)
+        still_equal &= diff == 0
+    return shared
+
+
+def _exact_bit_length(values: np.ndarray) -> np.ndarray:
+    # float64 rounds above 2**53, so count the high words exactly where that matters
+    return np.array([int(v).bit_length() for v in values], np.int64)
+
+
 def noise_bytes(rows: int, seed: int) -> np.ndarray:
     """A reproducible random byte per row (the reference's noise column): runs of equal keys split across files."""
     return np.random.default_rng(seed).integers(0, 256, size=rows, dtype=np.uint8).astype(np.uint64)
