@@ -157,7 +157,7 @@ def test_second_run_skips_clustered_partitions_and_a_new_file_reclusters_its_par
 
 def test_other_columns_or_curve_recluster_everything(tmp_path: Path) -> None:
     path = _flows(tmp_path / "t", files=3, partitioned=True)
-    zorder(DeltaTable(str(path)), ["sourceIP"])
+    assert DeltaTable(str(path)).zorder(["sourceIP"]).z_order_stats["numOutputCubes"] == 2  # the public method
     assert zorder(DeltaTable(str(path)), ["sourceIP"], curve="hilbert").z_order_stats["numOutputCubes"] == 2
     assert zorder(DeltaTable(str(path)), ["destIP"], curve="hilbert").z_order_stats["numOutputCubes"] == 2
     assert zorder(DeltaTable(str(path)), ["destIP"], curve="hilbert").committed_version is None
