@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -152,6 +152,33 @@ class DeltaTable:
         from airflow_provider_deltalite.maintenance.optimize import optimize
 
         return optimize(self, **options)
+
+    def vacuum(self, **options: Any) -> Any:
+        """Delete files the table no longer references once its retention has passed; see
+        `airflow_provider_deltalite.maintenance.vacuum.vacuum` for the options.
+
+        Example:
+            >>> DeltaTable("/data/events").vacuum(dry_run=True).to_dict()["filesToDelete"]  # doctest: +SKIP
+
+        Returns:
+            VacuumStats.
+        """
+        from airflow_provider_deltalite.maintenance.vacuum import vacuum
+
+        return vacuum(self, **options)
+
+    def zorder(self, columns: Sequence[str], **options: Any) -> Any:
+        """Cluster files along a Z-order or Hilbert curve; see `airflow_provider_deltalite.maintenance.zorder.zorder`.
+
+        Example:
+            >>> DeltaTable("/data/flows").zorder(["sourceIP", "destIP"], curve="hilbert")  # doctest: +SKIP
+
+        Returns:
+            OptimizeStats with ``z_order_stats``.
+        """
+        from airflow_provider_deltalite.maintenance.zorder import zorder
+
+        return zorder(self, columns, **options)
 
     def history(self, limit: int | None = None) -> list[dict[str, Any]]:
         """commitInfo of each commit, newest first, with ``version`` filled in."""
