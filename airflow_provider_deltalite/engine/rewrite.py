@@ -44,7 +44,7 @@ class WriterOptions:
 
     compression: str = "snappy"
     compression_level: int | None = None
-    row_group_bytes: int = 128 * 1024 * 1024
+    row_group_bytes: int = 64 * 1024 * 1024
     data_page_bytes: int = 1024 * 1024
     dictionary: bool = True
 

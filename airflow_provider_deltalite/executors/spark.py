@@ -63,6 +63,16 @@ def _run_item(fn: Callable[[T], R], items: Iterator[T]) -> Iterator[tuple[int, A
             yield _OK, result
 
 
+def _import_engine(_: int) -> int:
+    """Runs on a Spark worker: import what the maintenance tasks need, so later tasks find it loaded."""
+    import pyarrow.parquet  # noqa: F401
+
+    import airflow_provider_deltalite.engine.rewrite
+    import airflow_provider_deltalite.maintenance.clustering  # noqa: F401
+
+    return os.getpid()
+
+
 class SparkExecutor:
     """Run work items as Spark tasks, one task per item, on the executors of a classic SparkSession.
 
@@ -171,13 +181,24 @@ class SparkExecutor:
             raise ExecutorError(f"could not start Spark with master {shown}: {_first_line(exc)}") from None
         spark.sparkContext.setLogLevel("WARN")
         executor = cls(spark, _owned=True)
-        if not master.startswith("local"):
-            try:
+        try:
+            if not master.startswith("local"):
                 _wait_for_executor(spark.sparkContext, shown, executor_timeout)
-            except BaseException:
-                executor.close()
-                raise
+            executor.warm_up()
+        except BaseException:
+            executor.close()
+            raise
         return executor
+
+    def warm_up(self) -> None:
+        """Start a Python worker per core and import the engine there once.
+
+        Spark keeps its Python workers between jobs, so the first operation does not pay for starting them and for
+        importing pyarrow and the engine from the zip (about 1.5 s per worker on a small machine); a broken
+        environment on the executors (no pyarrow, a Python that cannot import the engine) fails here, with the
+        worker's error, instead of in the middle of an operation.
+        """
+        list(self.map(_import_engine, list(range(self.parallelism))))
 
     @property
     def parallelism(self) -> int:

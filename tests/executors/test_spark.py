@@ -163,6 +163,15 @@ def test_worker_exception_text_parsing() -> None:
     assert worker_exception("Job aborted due to stage failure: ExecutorLostFailure (executor 1 exited)") is None
 
 
+def engine_already_loaded(_: int) -> bool:
+    return "airflow_provider_deltalite.maintenance.clustering" in sys.modules
+
+
+def test_started_workers_have_the_engine_loaded(spark_local: SparkExecutor) -> None:
+    # nothing in these tasks imports the clustering module: only `start`'s warm-up can have loaded it
+    assert list(spark_local.map(engine_already_loaded, [0, 1])) == [True, True]
+
+
 def test_engine_zip_is_shipped_once_per_context(spark_local: SparkExecutor) -> None:
     list(spark_local.map(partition_of, [0]))
     list(spark_local.map(partition_of, [0]))
