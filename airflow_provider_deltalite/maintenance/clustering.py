@@ -48,6 +48,10 @@ from airflow_provider_deltalite.maintenance.curves import (
 )
 
 DEFAULT_SAMPLE_ROWS = 200_000
+DEFAULT_RUN_BYTES = 64 * 1024 * 1024
+# Parquet data files decode to roughly this many times their size in Arrow memory (a conservative estimate).
+_DECODED_PER_FILE_BYTE = 3
+_TAKE_ROWS = 262_144
 _KEY = "__deltalite_key_"
 _NOISE = "__deltalite_noise"
 
@@ -70,6 +74,8 @@ class ClusterTask:
         writer: Parquet encoding.
         tags: tags of the new files (columns, curve, cube id).
         sample_rows: the sample size used for boundaries and split points.
+        run_bytes: the estimated in-memory size of one sorted run: what bounds the task's memory. A file is written
+            from consecutive runs, each sorted on its own, as consecutive row groups.
     """
 
     table: TableContext
@@ -85,6 +91,7 @@ class ClusterTask:
     writer: WriterOptions = field(default_factory=WriterOptions)
     tags: Mapping[str, str] | None = None
     sample_rows: int = DEFAULT_SAMPLE_ROWS
+    run_bytes: int = DEFAULT_RUN_BYTES
 
 
 def column_values(rows: pa.Table, path: str) -> pa.Array:
@@ -102,7 +109,7 @@ def cluster_files(task: ClusterTask) -> RewriteResult:
     top_level = sorted({column_path(c)[0] for c in task.columns})
     sample = _sample(task, top_level)
     boundaries = [range_boundaries(column_values(sample, c), task.num_ranges) for c in task.columns]
-    split_keys, split_noise = _split_points(task, sample, boundaries)
+    split_keys, split_noise, file_of_run = _run_splits(task, sample, boundaries)
     partition_values = dict(task.files[0].get("partitionValues") or {})
     rows_read = 0
     rng = np.random.default_rng(task.seed)
@@ -118,8 +125,8 @@ def cluster_files(task: ClusterTask) -> RewriteResult:
             run_of = compare_keys(keys, noise, split_keys, split_noise)
             runs.add(rows, keys, noise, run_of)
         adds = []
-        for run in runs.finish():
-            add = write_data_file(ctx, partition_values, [run], task.writer, tags=task.tags)
+        for file_runs in runs.by_file(file_of_run):
+            add = write_data_file(ctx, partition_values, file_runs, task.writer, tags=task.tags)
             if add is not None:
                 adds.append(add)
     finally:
@@ -164,16 +171,41 @@ def _sample(task: ClusterTask, columns: list[str]) -> pa.Table:
     return pa.concat_tables(parts)
 
 
-def _split_points(
+def _run_splits(
     task: ClusterTask, sample: pa.Table, boundaries: Sequence[np.ndarray]
-) -> tuple[np.ndarray, np.ndarray]:
-    """(key, noise) values that cut the sample into ``num_files`` runs of equal size."""
-    if task.num_files <= 1 or sample.num_rows == 0:
-        return np.zeros((0, 1), np.uint64), np.zeros(0, np.uint64)
+) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """Split points of the runs, and the output file of each run.
+
+    Files are cut at curve-cell edges (`aligned_splits`); each file's key range is cut further, evenly by the sample,
+    into runs small enough (``run_bytes``) to be sorted in memory one at a time.
+    """
+    if sample.num_rows == 0:
+        return np.zeros((0, 1), np.uint64), np.zeros(0, np.uint64), [0]
     keys = _keys(task, sample, boundaries)
     noise = noise_bytes(sample.num_rows, task.seed + 1) if task.noise else np.zeros(sample.num_rows, np.uint64)
     order = key_order(keys, noise)
-    return aligned_splits(keys[order], noise[order], task.num_files)
+    keys, noise = keys[order], noise[order]
+    file_keys, file_noise = aligned_splits(keys, noise, task.num_files)
+    segment_of = compare_keys(keys, noise, file_keys, file_noise)  # sorted input: non-decreasing
+    decoded = sum(int(f["size"]) for f in task.files) * _DECODED_PER_FILE_BYTE
+    per_sample_row = decoded / len(keys)
+    cuts: list[tuple[tuple[int, ...], int, bool]] = [
+        (tuple(int(w) for w in k), int(n), True) for k, n in zip(file_keys, file_noise, strict=True)
+    ]
+    starts = np.searchsorted(segment_of, np.arange(len(file_noise) + 1), side="left")
+    ends = np.searchsorted(segment_of, np.arange(len(file_noise) + 1), side="right")
+    for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+        pieces = math.ceil((end - start) * per_sample_row / task.run_bytes)
+        for k in range(1, pieces):
+            at = start + (k * (end - start)) // pieces
+            cuts.append((tuple(int(w) for w in keys[at]), int(noise[at]), False))
+    cuts.sort(key=lambda c: (c[0], c[1], not c[2]))
+    file_of_run = [0]
+    for _, _, is_file_cut in cuts:
+        file_of_run.append(file_of_run[-1] + (1 if is_file_cut else 0))
+    words = keys.shape[1]
+    split_keys = np.array([c[0] for c in cuts], np.uint64).reshape(-1, words)
+    return split_keys, np.array([c[1] for c in cuts], np.uint64), file_of_run
 
 
 class _RunSpill:
@@ -208,16 +240,27 @@ class _RunSpill:
             writer = self._writers[run] = pa.ipc.new_file(path, table.schema)
         writer.write_table(table)
 
-    def finish(self) -> Iterator[pa.Table]:
-        """Each run's rows sorted by (key, noise), helper columns dropped, in run order."""
+    def by_file(self, file_of_run: Sequence[int]) -> Iterator[Iterator[pa.Table]]:
+        """For each output file (in order), its rows: the file's runs one after the other, each sorted by (key, noise).
+
+        Only one run is in memory at a time, and it is copied out in slices.
+        """
         for writer in self._writers.values():
             writer.close()
-        for run in sorted(self._writers):
+        files = sorted({file_of_run[run] for run in self._writers})
+        for f in files:
+            yield self._file_rows([run for run in sorted(self._writers) if file_of_run[run] == f])
+
+    def _file_rows(self, runs: list[int]) -> Iterator[pa.Table]:
+        for run in runs:
             path = os.path.join(self.directory, f"run-{run:05d}.arrow")
             with pa.OSFile(path) as source:  # read into memory: the file is deleted right after
                 table = pa.ipc.open_file(source).read_all()
+            os.unlink(path)
             words = sorted(n for n in table.column_names if n.startswith(_KEY))
             keys = np.column_stack([table.column(n).to_numpy() for n in words])
             order = key_order(keys, table.column(_NOISE).to_numpy())
-            yield table.drop_columns([*words, _NOISE]).take(pa.array(order))
-            os.unlink(path)
+            rows = table.drop_columns([*words, _NOISE])
+            del table, keys
+            for start in range(0, len(order), _TAKE_ROWS):
+                yield rows.take(pa.array(order[start : start + _TAKE_ROWS]))

@@ -163,6 +163,12 @@ def curve_keys(ids: Sequence[np.ndarray], curve: str, num_ranges: int = DEFAULT_
 
 def key_order(keys: np.ndarray, noise: np.ndarray | None = None) -> np.ndarray:
     """Row order by key (then by noise, which splits long runs of equal keys): a stable lexicographic sort."""
+    if keys.shape[1] == 1 and len(keys) and int(keys[:, 0].max()) < (1 << 56):
+        # one word with room for the noise byte: a single stable argsort is several times faster than lexsort
+        packed = keys[:, 0] << np.uint64(8)
+        if noise is not None:
+            packed = packed | np.asarray(noise, np.uint64)
+        return np.argsort(packed, kind="stable")
     columns = [keys[:, w] for w in range(keys.shape[1] - 1, -1, -1)]
     if noise is not None:
         columns.insert(0, noise)

@@ -32,7 +32,7 @@ from airflow_provider_deltalite.engine.transaction import RetryPolicy, ensure_ca
 from airflow_provider_deltalite.executors.base import Executor
 from airflow_provider_deltalite.executors.local import LocalExecutor
 from airflow_provider_deltalite.maintenance.bin_packing import group_by
-from airflow_provider_deltalite.maintenance.clustering import ClusterTask, cluster_files
+from airflow_provider_deltalite.maintenance.clustering import DEFAULT_RUN_BYTES, ClusterTask, cluster_files
 from airflow_provider_deltalite.maintenance.curves import CURVES, DEFAULT_NUM_RANGES
 from airflow_provider_deltalite.maintenance.optimize import (
     OptimizeProgress,
@@ -212,6 +212,7 @@ def zorder(
     target_size: int | None = None,
     num_ranges: int = DEFAULT_NUM_RANGES,
     noise: bool = True,
+    run_bytes: int = DEFAULT_RUN_BYTES,
     dry_run: bool = False,
     executor: Executor | None = None,
     max_concurrent_tasks: int | None = None,
@@ -229,6 +230,8 @@ def zorder(
         target_size: bytes per output file (default ``delta.targetFileSize``, else 1 GiB).
         num_ranges: range ids per column (the reference's 1000).
         noise: add a random byte to the key so long runs of equal keys spread over files (reproducible).
+        run_bytes: the (estimated) memory one sorted run may take: what bounds each task's memory, whatever the
+            partition or file size.
         dry_run: plan only.
         executor: where partitions are clustered (default `LocalExecutor`).
         max_concurrent_tasks: threads of the default local executor.
@@ -250,6 +253,8 @@ def zorder(
     ensure_can_add_files(snapshot)
     if num_ranges < 2:
         raise InvalidArgument(f"num_ranges must be at least 2, got {num_ranges}", snapshot.table_uri)
+    if run_bytes < 1:
+        raise InvalidArgument(f"run_bytes must be positive, got {run_bytes}", snapshot.table_uri)
     plan = plan_zorder(snapshot, columns, curve=curve, where=where, target_size=target_size)
     owned = executor is None
     executor = executor or LocalExecutor(max_concurrent_tasks)
@@ -274,6 +279,7 @@ def zorder(
                 deletion_timestamp=deletion_timestamp,
                 writer=writer,
                 tags={TAG_CUBE_ID: str(uuid.uuid4()), TAG_COLUMNS: columns_tag, TAG_CURVE: plan.curve},
+                run_bytes=run_bytes,
             )
             for i, b in enumerate(plan.bins)
         ]

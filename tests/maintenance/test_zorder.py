@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet
 import pytest
 
 from airflow_provider_deltalite.engine import DeltaTable, InvalidArgument, InvalidExpression
@@ -242,3 +243,20 @@ def test_where_must_name_partition_columns(tmp_path: Path) -> None:
         zorder(DeltaTable(str(path)), ["sourceIP"], where="destIP = 1")
     stats = zorder(DeltaTable(str(path)), ["sourceIP"], where="day = 'd1'")
     assert (stats.num_files_removed, stats.num_files_added, stats.total_considered_files) == (2, 1, 2)
+
+
+def test_a_file_built_from_many_small_runs_is_still_in_curve_order(tmp_path: Path) -> None:
+    from airflow_provider_deltalite.maintenance.curves import range_boundaries, range_ids
+
+    path = _flows(tmp_path / "t", files=4, rows=3000)
+    before = _rows(path)
+    # runs of ~1/50 of the partition's estimated size: 50+ runs, sorted one at a time, appended to a single file
+    size = DeltaTable(str(path)).snapshot().size_in_bytes
+    stats = zorder(DeltaTable(str(path)), ["sourceIP"], noise=False, run_bytes=size * 3 // 50)
+    assert stats.num_files_added == 1
+    assert _rows(path) == before
+    (add,) = DeltaTable(str(path)).snapshot().files.column("path").to_pylist()
+    values = pa.parquet.read_table(path / add).column("sourceIP")
+    # the sample is every row here, so these are the boundaries the clustering used
+    ids = range_ids(values, range_boundaries(values, 1000))
+    assert (np.diff(ids.astype(np.int64)) >= 0).all()

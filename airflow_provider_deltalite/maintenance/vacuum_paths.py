@@ -1,0 +1,166 @@
+"""Which paths VACUUM may touch: the hidden-name rule, log paths resolved against the table root, and the set of
+files the table still protects.
+
+Every path here is relative to the table root and named as on storage (decoded). A log path is decoded exactly once
+(`Storage.resolve_data_path`) and compared as the full backend path it resolves to, minus the root prefix; a path that
+resolves outside the root is never VACUUM's business.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from airflow_provider_deltalite.engine.arrow_util import contiguous
+from airflow_provider_deltalite.engine.deletion_vectors import dv_absolute_path
+from airflow_provider_deltalite.engine.errors import CorruptLog
+from airflow_provider_deltalite.engine.snapshot import Snapshot
+from airflow_provider_deltalite.engine.storage import Storage
+
+_NOT_HIDDEN_PREFIXES = ("_delta_index", "_change_data")
+# A log path that is not returned as it is by log_path_relative: encoded, absolute, a URI, or with a `.`/`..`/empty
+# segment.
+_NEEDS_RESOLVING = r"%|:|^/|//|(^|/)\.\.?(/|$)|^$"
+_UNIVERSAL_FORMATS = "delta.universalFormat.enabledFormats"
+
+
+@dataclass(frozen=True)
+class HiddenRule:
+    """The reference's ``isHiddenDirectory``, applied to every file and directory name.
+
+    A name starting with ``_`` or ``.`` is hidden (never listed, never deleted: ``_delta_log``, ``.x.crc``,
+    ``_SUCCESS``), except names starting with ``_delta_index`` or ``_change_data`` and partition directories
+    ``<partition column>=...``. With Iceberg UniForm on, ``metadata`` is hidden too.
+    """
+
+    partition_prefixes: tuple[str, ...] = ()
+    iceberg_metadata_hidden: bool = False
+
+    @classmethod
+    def for_snapshot(cls, snapshot: Snapshot) -> HiddenRule:
+        names = dict.fromkeys([*snapshot.partition_columns, *snapshot.partition_physical_names])
+        formats = str(snapshot.properties.get(_UNIVERSAL_FORMATS, "")).lower()
+        return cls(tuple(f"{n}=" for n in names), "iceberg" in formats)
+
+    def is_hidden(self, name: str) -> bool:
+        if self.iceberg_metadata_hidden and name == "metadata":
+            return True
+        if not name.startswith(("_", ".")):
+            return False
+        return not name.startswith(_NOT_HIDDEN_PREFIXES) and not name.startswith(self.partition_prefixes)
+
+    def may_hide(self, names: tuple[str, ...]) -> bool:
+        """Whether any of ``names`` could be hidden (a quick test before filtering a large directory)."""
+        if self.iceberg_metadata_hidden:
+            return True
+        return any(name.startswith(("_", ".")) for name in names)
+
+    def is_hidden_path(self, relative: str) -> bool:
+        """Whether any segment of a relative path is hidden (so a listing would never reach it)."""
+        return any(self.is_hidden(part) for part in relative.split("/"))
+
+
+def normal_relative(path: str | None) -> str | None:
+    """A relative path with ``.``, ``..`` and empty segments resolved; None when it leaves the root or is empty."""
+    if path is None or not path:
+        return None
+    probe = f"/{path}/"
+    if "//" in probe or "/./" in probe or "/../" in probe:
+        path = posixpath.normpath(path)
+        if path in (".", "..") or path.startswith(("../", "/")):
+            return None
+    return path
+
+
+def log_path_relative(storage: Storage, path: str) -> str | None:
+    """Where an add/remove/cdc ``path`` from the log lives, relative to the root (None: outside the root)."""
+    if "%" not in path and ":" not in path and not path.startswith("/"):
+        # A plain relative path: decoding changes nothing and joining it to the root then stripping the root gives
+        # it back; skip the work (tables have millions of these).
+        return normal_relative(path)
+    return normal_relative(storage.relative_to_root(storage.resolve_data_path(path)))
+
+
+def dv_relative(storage: Storage, dv: dict[str, Any] | None) -> str | None:
+    """Where the file of a deletion vector lives, relative to the root; None for inline DVs and files outside it.
+
+    Raises:
+        CorruptLog: the descriptor is malformed (then nobody can say which file it protects).
+    """
+    if not dv:
+        return None
+    kind = dv.get("storageType")
+    if kind == "i":
+        return None
+    resolved = dv_absolute_path(storage.root, kind, dv.get("pathOrInlineDv"))
+    full = resolved if kind == "u" else storage.full_path(resolved)
+    return normal_relative(storage.relative_to_root(full))
+
+
+@dataclass(frozen=True)
+class ProtectedFiles:
+    """Files the table still needs, relative to the root.
+
+    Attributes:
+        paths: live files, tombstones not yet expired, and the deletion-vector files of both.
+        live: the subset referenced by live files (a FULL listing must find these).
+        tombstones_expired: tombstones older than the horizon (their files are no longer protected).
+    """
+
+    paths: frozenset[str]
+    live: frozenset[str]
+    tombstones_expired: int
+
+
+def _referenced(storage: Storage, table: pa.Table) -> tuple[list[str], list[str]]:
+    """Where the files and deletion-vector files of ``table``'s actions live, relative to the root; and other
+    spellings of those paths that are kept as well."""
+    column = contiguous(table.column("path"))
+    # Most log paths are plain relative paths that decoding and normalising leave as they are; find the others in
+    # one vectorised pass and resolve only those (tables have millions of files).
+    special = pc.fill_null(pc.match_substring_regex(column, _NEEDS_RESOLVING), True)
+    paths = pc.filter(column, pc.invert(special)).to_pylist()
+    for path in pc.filter(column, special).to_pylist():
+        rel = log_path_relative(storage, path) if path is not None else None
+        if rel is not None:
+            paths.append(rel)
+    others = []
+    dvs = table.column("deletionVector")
+    if dvs.null_count == len(dvs):
+        return paths, others
+    for dv in dvs.filter(pc.is_valid(dvs)).to_pylist():
+        rel = dv_relative(storage, dv)
+        if rel is not None:
+            paths.append(rel)
+            if dv.get("storageType") == "u" and "%" in rel:
+                # The protocol joins a `u` prefix as written (Spark does); delta-rs URL-decodes it. Writers only
+                # use plain prefixes, but should one hold a `%`, the file under either reading is kept.
+                others.append(unquote(rel))
+    return paths, others
+
+
+def protected_files(snapshot: Snapshot, horizon_ms: int) -> ProtectedFiles:
+    """The reference's ``getValidFilesFromSnapshot``: everything the snapshot references, except tombstones whose
+    ``deletionTimestamp`` is before ``horizon_ms``.
+
+    A tombstone without a ``deletionTimestamp`` never expires here (the reference takes it as 0, i.e. long expired;
+    when in doubt, the file is kept).
+    """
+    storage = snapshot.storage
+    tombstones = snapshot.tombstones
+    stamps = tombstones.column("deletionTimestamp")
+    keep = pc.fill_null(pc.greater_equal(stamps, pa.scalar(horizon_ms, pa.int64())), True)
+    kept = tombstones.filter(keep)
+    try:
+        live_paths, live_others = _referenced(storage, snapshot.raw_files)
+        kept_paths, kept_others = _referenced(storage, kept)
+        live = frozenset(live_paths)
+        paths = live.union(live_others, kept_paths, kept_others)
+    except CorruptLog as exc:
+        raise CorruptLog(exc.problem, snapshot.table_uri) from None
+    return ProtectedFiles(paths, live, tombstones.num_rows - kept.num_rows)
