@@ -7,6 +7,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from airflow_provider_deltalite import __version__
@@ -14,8 +15,10 @@ from airflow_provider_deltalite.engine import DeltaLiteError, DeltaTable, Snapsh
 from airflow_provider_deltalite.engine.snapshot import json_default
 from airflow_provider_deltalite.operation_arguments import (
     add_optimize_arguments,
+    add_vacuum_arguments,
     add_zorder_arguments,
     optimize_options,
+    vacuum_options,
     zorder_options,
 )
 
@@ -259,7 +262,7 @@ def _executor(args: argparse.Namespace) -> Any:
     if args.executor == "spark":
         from airflow_provider_deltalite.executors.spark import SparkExecutor
 
-        return SparkExecutor.start(master=args.spark_master or "local[*]", app_name="deltalite optimize")
+        return SparkExecutor.start(master=args.spark_master or "local[*]", app_name=f"deltalite {args.command}")
     if args.spark_master:
         raise ValueError("--spark-master needs --executor spark")
     from airflow_provider_deltalite.executors import LocalExecutor
@@ -321,6 +324,76 @@ def cmd_zorder(args: argparse.Namespace) -> None:
         f"  curve {z['curve']} over {', '.join(z['columns'])}: {z['numOutputCubes']} partitions clustered, "
         f"{z['numSkippedCubes']} already clustered and skipped"
     )
+
+
+def _vacuum_progress(event: Any) -> None:
+    if event.phase == "listing":
+        text = f"listing: {event.done} directories, {event.files} files"
+    else:
+        text = f"deleting: {event.done}/{event.total} files"
+    sys.stderr.write(f"\r{text}\x1b[K")
+    sys.stderr.flush()
+
+
+def cmd_vacuum(args: argparse.Namespace) -> None:
+    from airflow_provider_deltalite.maintenance.vacuum import vacuum
+
+    table = _open(args)
+    table.snapshot()  # a missing table or bad protocol fails before a Spark session is started
+    show_progress = not args.json and sys.stderr.isatty()
+    # The local executor is vacuum's own (its default pool is sized for waiting on storage, not for the CPU).
+    executor = _executor(args) if args.executor == "spark" else None
+    if executor is None and args.spark_master:
+        raise ValueError("--spark-master needs --executor spark")
+    try:
+        stats = vacuum(
+            table,
+            **vacuum_options(args),
+            executor=executor,
+            max_concurrent_tasks=args.max_concurrent_tasks if executor is None else None,
+            progress=_vacuum_progress if show_progress else None,
+        )
+    finally:
+        if executor is not None:
+            executor.close()
+        if show_progress:
+            sys.stderr.write("\n")
+    if args.json:
+        return _print_json(stats.to_dict())
+    retention = stats.specified_retention_millis
+    if retention is None:
+        retention = stats.default_retention_millis
+    horizon = datetime.fromtimestamp(stats.min_retained_timestamp / 1000, UTC).isoformat(timespec="seconds")
+    what = "would delete" if stats.is_dry_run else "deleted"
+    count = stats.num_files_to_delete if stats.is_dry_run else stats.objects_deleted
+    print(
+        f"vacuum    {stats.mode}: {what} {count} files and directories ({_human_size(stats.size_of_data_to_delete)}) "
+        f"of version {stats.latest_commit_version}"
+    )
+    print(
+        f"  retention {retention / 3_600_000:g} hours (table: {stats.default_retention_millis / 3_600_000:g} hours); "
+        f"unreferenced files modified before {horizon} are deleted"
+    )
+    if stats.mode == "FULL":
+        print(
+            f"  listed {stats.files_and_dirs_present_before_delete} files and directories in "
+            f"{stats.dirs_present_before_delete} directories ({stats.time_taken_to_identify_eligible_files} ms)"
+        )
+    elif stats.eligible_start_commit_version is None:
+        print("  no commits expired since the last vacuum")
+    else:
+        print(f"  read commits {stats.eligible_start_commit_version}..{stats.eligible_end_commit_version}")
+    if stats.is_dry_run:
+        for f in stats.files_to_delete or []:
+            print(f"  {f['size']:>12}  {f['path']}")
+        for d in stats.dirs_to_delete or []:
+            print(f"  {'dir':>12}  {d}/")
+        print("  nothing deleted or committed (dry run)")
+    elif stats.committed_versions:
+        start, end = stats.committed_versions
+        print(f"  committed VACUUM START (version {start}) and VACUUM END (version {end}), executor {stats.executor}")
+    else:
+        print(f"  no log entries committed, executor {stats.executor}")
 
 
 def _has_pandas() -> bool:
@@ -432,6 +505,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_zorder_arguments(p)
     _add_executor_arguments(p)
     p.set_defaults(func=cmd_zorder)
+
+    p = sub.add_parser("vacuum", parents=[common], help="delete files the table no longer references")
+    p.add_argument("table")
+    add_vacuum_arguments(p)
+    _add_executor_arguments(p)
+    p.set_defaults(func=cmd_vacuum)
 
     p = sub.add_parser("demo", parents=[common], help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_demo)

@@ -19,10 +19,12 @@ from airflow_provider_deltalite.engine.errors import (
     MetadataChanged,
     ProtocolChanged,
     ProtocolNotSupported,
+    RetentionTooShort,
     SchemaError,
     StorageError,
     TableNotFound,
     TransactionError,
+    VacuumRefused,
     VersionNotFound,
 )
 from airflow_provider_deltalite.engine.snapshot import Snapshot
@@ -50,6 +52,7 @@ __all__ = [
     "MetadataChanged",
     "ProtocolChanged",
     "ProtocolNotSupported",
+    "RetentionTooShort",
     "RetryPolicy",
     "SchemaError",
     "Snapshot",
@@ -57,6 +60,7 @@ __all__ = [
     "TableNotFound",
     "Transaction",
     "TransactionError",
+    "VacuumRefused",
     "VersionNotFound",
     "remove_from_add",
 ]

@@ -181,3 +181,17 @@ class MaintenanceAborted(DeltaLiteError):
 
 class InvalidArgument(DeltaLiteError):
     """An argument of an operation is out of range or refers to something that does not exist."""
+
+
+class RetentionTooShort(DeltaLiteError):
+    """VACUUM was asked to keep deleted files for less time than the table promises its readers and writers.
+
+    Raised for a retention below ``delta.deletedFileRetentionDuration`` and for a table whose
+    ``delta.logRetentionDuration`` is shorter than its ``delta.deletedFileRetentionDuration``; both can be overridden
+    with ``enforce_retention_duration=False`` once no reader or writer can need the files.
+    """
+
+
+class VacuumRefused(DeltaLiteError):
+    """VACUUM cannot run in the requested way: LITE without the log it needs, or a table whose log and storage
+    disagree so much that deleting files would be a guess (live files missing from storage)."""

@@ -5,9 +5,12 @@ from __future__ import annotations
 import contextlib
 import os
 import posixpath
+import random
+import stat
 import threading
+import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -28,6 +31,59 @@ class FileInfo:
     name: str
     size: int
     modification_time: int
+
+
+@dataclass(frozen=True)
+class DirListing:
+    """One level of a directory, from one listing (no per-file metadata requests), as columns: a directory can hold
+    a million files, and an object per file is what a listing would then spend its time on.
+
+    Attributes:
+        file_names / file_sizes / file_mtimes: plain files (mtimes in ms).
+        dir_names / dir_mtimes: subdirectories (mtime 0 where the store has no directories of its own, like S3).
+            Symbolic links are never among them: a listing does not follow links.
+        others: names of entries that are neither plain files nor directories (symbolic links, sockets, S3 keys with
+            an empty path segment). They are reported so that callers know the directory is not empty.
+    """
+
+    file_names: tuple[str, ...] = ()
+    file_sizes: tuple[int, ...] = ()
+    file_mtimes: tuple[int, ...] = ()
+    dir_names: tuple[str, ...] = ()
+    dir_mtimes: tuple[int, ...] = ()
+    others: tuple[str, ...] = ()
+
+    @property
+    def files(self) -> list[FileInfo]:
+        """The plain files as FileInfo."""
+        return [FileInfo(*f) for f in zip(self.file_names, self.file_sizes, self.file_mtimes, strict=True)]
+
+    @property
+    def dirs(self) -> list[FileInfo]:
+        """The subdirectories as FileInfo (size 0)."""
+        return [FileInfo(n, 0, m) for n, m in zip(self.dir_names, self.dir_mtimes, strict=True)]
+
+
+@dataclass(frozen=True)
+class DeleteOutcome:
+    """What `Storage.delete_files` did, path by path (paths as given).
+
+    Attributes:
+        deleted: deletions the store confirmed. S3 confirms a key that did not exist too (DeleteObjects cannot tell).
+        missing: files that were already gone (stores that can tell).
+        failed: ``(path, reason)`` of deletions that still failed after the retries.
+    """
+
+    deleted: tuple[str, ...] = ()
+    missing: tuple[str, ...] = ()
+    failed: tuple[tuple[str, str], ...] = ()
+
+
+# Per-key and per-request S3 error codes that mean "slow down and try again".
+_RETRYABLE_CODES = frozenset(
+    {"SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout", "Throttling", "ThrottlingException", "503"}
+)
+_S3_DELETE_BATCH = 1000  # the DeleteObjects limit
 
 
 def _mtime_ms(entry: Mapping[str, Any]) -> int:
@@ -249,6 +305,80 @@ class Storage:
             raise FileNotFoundError(full_dir)
         return out
 
+    def list_dir(self, directory: str, without_details: Container[str] = frozenset()) -> DirListing:
+        """One level of ``directory`` (relative to the root; ``""`` is the root) with sizes and mtimes, from listing
+        requests only: ``os.scandir`` locally, paginated ``ListObjectsV2`` with a ``/`` delimiter on S3.
+
+        Symbolic links are not followed. A directory that does not exist lists as empty. Plain files named in
+        ``without_details`` need no size or mtime: locally they skip their ``lstat`` and report -1 for both (object
+        stores list them anyway).
+        """
+        full_dir = self.full_path(directory).rstrip("/") if directory else self.root
+        try:
+            if self.protocol in ("file", "local"):
+                return _local_list_dir(full_dir, without_details)
+            if self.protocol in ("s3", "s3a"):
+                return self._s3_list_dir(full_dir)
+            return self._fsspec_list_dir(full_dir)
+        except (FileNotFoundError, NotADirectoryError):
+            return DirListing()
+        except (PermissionError, OSError) as exc:
+            raise self._wrap(exc, directory or "/") from None
+
+    def _s3_list_dir(self, full_dir: str) -> DirListing:
+        from fsspec.asyn import sync
+
+        bucket, _, key_prefix = full_dir.partition("/")
+        prefix = key_prefix.rstrip("/") + "/" if key_prefix else ""
+        names: list[str] = []
+        sizes: list[int] = []
+        mtimes: list[int] = []
+        dirs: list[str] = []
+        others: list[str] = []
+        token = None
+        while True:
+            kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "Delimiter": "/"}
+            if token:
+                kwargs["ContinuationToken"] = token
+            response = sync(self.fs.loop, self.fs._call_s3, "list_objects_v2", **kwargs)
+            for obj in response.get("Contents", []):
+                name = obj["Key"][len(prefix) :]
+                if name:  # the empty name is the directory's own marker object
+                    names.append(name)
+                    sizes.append(int(obj.get("Size", 0)))
+                    mtimes.append(_mtime_ms(obj))
+            for common in response.get("CommonPrefixes", []):
+                name = common["Prefix"][len(prefix) :].rstrip("/")
+                if name and "/" not in name:
+                    dirs.append(name)
+                else:  # "a//b": a key with an empty segment, not a directory anyone can name
+                    others.append(common["Prefix"][len(prefix) :])
+            if not response.get("IsTruncated"):
+                break
+            token = response.get("NextContinuationToken")
+        return DirListing(tuple(names), tuple(sizes), tuple(mtimes), tuple(dirs), (0,) * len(dirs), tuple(others))
+
+    def _fsspec_list_dir(self, full_dir: str) -> DirListing:
+        files: list[tuple[str, int, int]] = []
+        dirs: list[tuple[str, int]] = []
+        others: list[str] = []
+        for entry in self.fs.ls(full_dir, detail=True):
+            name = entry["name"].rstrip("/").rsplit("/", 1)[-1]
+            if entry.get("type") == "directory":
+                dirs.append((name, _mtime_ms(entry)))
+            elif entry.get("type") == "file":
+                files.append((name, int(entry.get("size") or 0), _mtime_ms(entry)))
+            else:
+                others.append(name)
+        return DirListing(
+            tuple(f[0] for f in files),
+            tuple(f[1] for f in files),
+            tuple(f[2] for f in files),
+            tuple(d[0] for d in dirs),
+            tuple(d[1] for d in dirs),
+            tuple(others),
+        )
+
     # -- writes ------------------------------------------------------------------------------------------
 
     @property
@@ -328,6 +458,118 @@ class Storage:
             pass
         except (PermissionError, OSError) as exc:
             raise self._wrap(exc, paths[0]) from None
+
+    def delete_files(self, paths: Iterable[str], *, attempts: int = 4, backoff_s: float = 0.1) -> DeleteOutcome:
+        """Delete exactly these files (no globbing, no recursion) and report each outcome.
+
+        S3 deletes up to 1,000 keys per ``DeleteObjects`` request; keys the store answers with a throttling or
+        transient error are retried, up to ``attempts`` tries in all with jittered exponential backoff, and so is a
+        request that fails as a whole. Local files are unlinked (a symbolic link itself, never its target). Other
+        stores delete file by file.
+        """
+        paths = list(paths)
+        if not paths:
+            return DeleteOutcome()
+        if self.protocol in ("file", "local"):
+            return _local_delete(paths, [self.full_path(p) for p in paths])
+        if self.protocol in ("s3", "s3a"):
+            return self._s3_delete(paths, attempts, backoff_s)
+        return self._fsspec_delete(paths, attempts, backoff_s)
+
+    def _s3_delete(self, paths: list[str], attempts: int, backoff_s: float) -> DeleteOutcome:
+        from fsspec.asyn import sync
+
+        by_key: dict[tuple[str, str], str] = {}
+        for path in paths:
+            bucket, _, key = self.full_path(path).partition("/")
+            by_key[(bucket, key)] = path
+        deleted: list[str] = []
+        failed: list[tuple[str, str]] = []
+        pending = list(by_key)
+        for attempt in range(attempts):
+            retry: list[tuple[str, str]] = []
+            reasons: dict[tuple[str, str], str] = {}
+            for start in range(0, len(pending), _S3_DELETE_BATCH):
+                chunk = pending[start : start + _S3_DELETE_BATCH]
+                by_bucket: dict[str, list[str]] = {}
+                for bucket, key in chunk:
+                    by_bucket.setdefault(bucket, []).append(key)
+                for bucket, keys in by_bucket.items():
+                    try:
+                        response = sync(
+                            self.fs.loop,
+                            self.fs._call_s3,
+                            "delete_objects",
+                            Bucket=bucket,
+                            Delete={"Objects": [{"Key": k} for k in keys], "Quiet": False},
+                        )
+                    except PermissionError as exc:  # retrying cannot help
+                        failed.extend((by_key[(bucket, k)], f"PermissionError: {exc}") for k in keys)
+                        continue
+                    except (OSError, ValueError) as exc:
+                        # s3fs already retried throttling inside the request; the whole batch's outcome is unknown
+                        for key in keys:
+                            retry.append((bucket, key))
+                            reasons[(bucket, key)] = f"{type(exc).__name__}: {exc}"
+                        continue
+                    except Exception as exc:  # an error s3fs did not translate: not known to be transient
+                        for key in keys:
+                            reasons[(bucket, key)] = f"{type(exc).__name__}: {exc}"
+                            failed.append((by_key[(bucket, key)], reasons[(bucket, key)]))
+                        continue
+                    for item in response.get("Deleted", []):
+                        if (bucket, item["Key"]) in by_key:
+                            deleted.append(by_key[(bucket, item["Key"])])
+                    for err in response.get("Errors", []):
+                        ident = (bucket, err.get("Key", ""))
+                        if ident not in by_key:
+                            continue
+                        reason = f"{err.get('Code')}: {err.get('Message')}"
+                        if err.get("Code") in _RETRYABLE_CODES:
+                            retry.append(ident)
+                            reasons[ident] = reason
+                        else:
+                            failed.append((by_key[ident], reason))
+            if not retry:
+                break
+            if attempt == attempts - 1:
+                failed.extend((by_key[i], reasons[i]) for i in retry)
+                break
+            time.sleep(random.uniform(0, backoff_s * (2**attempt)))
+            pending = retry
+        return DeleteOutcome(tuple(deleted), (), tuple(failed))
+
+    def _fsspec_delete(self, paths: list[str], attempts: int, backoff_s: float) -> DeleteOutcome:
+        deleted: list[str] = []
+        missing: list[str] = []
+        failed: list[tuple[str, str]] = []
+        for path in paths:
+            full = self.full_path(path)
+            for attempt in range(attempts):
+                try:
+                    self.fs.rm_file(full)
+                except FileNotFoundError:
+                    missing.append(path)
+                except (PermissionError, OSError) as exc:
+                    if _is_throttling(exc) and attempt < attempts - 1:
+                        time.sleep(random.uniform(0, backoff_s * (2**attempt)))
+                        continue
+                    failed.append((path, f"{type(exc).__name__}: {exc}"))
+                else:
+                    deleted.append(path)
+                break
+        return DeleteOutcome(tuple(deleted), tuple(missing), tuple(failed))
+
+    def remove_empty_dir(self, directory: str) -> bool:
+        """Remove ``directory`` if it is empty (never recursively); False when it is not empty, is gone, or the store
+        has no directories of its own (object stores: a prefix disappears with its last object)."""
+        if self.protocol not in ("file", "local") or not directory:
+            return False
+        try:
+            os.rmdir(self.full_path(directory))
+        except OSError:
+            return False
+        return True
 
     def _wrap(self, exc: BaseException, path: str) -> StorageError:
         return StorageError(f"storage error on {path}: {type(exc).__name__}: {exc}", self.table_uri)
@@ -414,6 +656,64 @@ def _local_list_from(directory: str, start_name: str) -> list[FileInfo]:
                 continue
             entries.append(FileInfo(entry.name, info.st_size, info.st_mtime_ns // 1_000_000))
     return entries
+
+
+def _local_list_dir(directory: str, without_details: Container[str] = frozenset()) -> DirListing:
+    names: list[str] = []
+    sizes: list[int] = []
+    mtimes: list[int] = []
+    dirs: list[str] = []
+    dir_mtimes: list[int] = []
+    others: list[str] = []
+    with os.scandir(directory) as scan:
+        for entry in scan:
+            if entry.name in without_details:
+                try:
+                    # the entry's type comes with the directory listing (d_type); no lstat when it is a plain file
+                    plain = entry.is_file(follow_symlinks=False)
+                except OSError:
+                    plain = False
+                if plain:
+                    names.append(entry.name)
+                    sizes.append(-1)
+                    mtimes.append(-1)
+                    continue
+            try:
+                st = entry.stat(follow_symlinks=False)  # one lstat: the type, size and mtime, links not followed
+            except FileNotFoundError:  # deleted while listing
+                continue
+            mode = st.st_mode
+            if stat.S_ISREG(mode):
+                names.append(entry.name)
+                sizes.append(st.st_size)
+                mtimes.append(st.st_mtime_ns // 1_000_000)
+            elif stat.S_ISDIR(mode):
+                dirs.append(entry.name)
+                dir_mtimes.append(st.st_mtime_ns // 1_000_000)
+            else:
+                others.append(entry.name)
+    return DirListing(tuple(names), tuple(sizes), tuple(mtimes), tuple(dirs), tuple(dir_mtimes), tuple(others))
+
+
+def _local_delete(paths: list[str], full: list[str]) -> DeleteOutcome:
+    deleted: list[str] = []
+    missing: list[str] = []
+    failed: list[tuple[str, str]] = []
+    for path, f in zip(paths, full, strict=True):
+        try:
+            os.unlink(f)  # on a symbolic link this removes the link, never the file it points to
+        except FileNotFoundError:
+            missing.append(path)
+        except OSError as exc:
+            failed.append((path, f"{type(exc).__name__}: {exc.strerror or exc}"))
+        else:
+            deleted.append(path)
+    return DeleteOutcome(tuple(deleted), tuple(missing), tuple(failed))
+
+
+def _is_throttling(exc: BaseException) -> bool:
+    text = str(exc)
+    return any(word in text for word in ("SlowDown", "TooManyRequests", "429", "503", "Throttl", "rateLimitExceeded"))
 
 
 def _is_absolute_uri(path: str) -> bool:
