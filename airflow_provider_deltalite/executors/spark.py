@@ -99,6 +99,7 @@ class SparkExecutor:
         self._sc: SparkContext | None = sc
         self._owned = _owned
         self.master: str = sc.master
+        self.warmed_workers: tuple[int, ...] = ()  # process ids of the Python workers `warm_up` started
 
     @classmethod
     def start(
@@ -198,7 +199,7 @@ class SparkExecutor:
         environment on the executors (no pyarrow, a Python that cannot import the engine) fails here, with the
         worker's error, instead of in the middle of an operation.
         """
-        list(self.map(_import_engine, list(range(self.parallelism))))
+        self.warmed_workers = tuple(sorted(set(self.map(_import_engine, list(range(self.parallelism))))))
 
     @property
     def parallelism(self) -> int:

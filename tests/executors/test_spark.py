@@ -167,8 +167,10 @@ def engine_already_loaded(_: int) -> bool:
     return "airflow_provider_deltalite.maintenance.clustering" in sys.modules
 
 
-def test_started_workers_have_the_engine_loaded(spark_local: SparkExecutor) -> None:
-    # nothing in these tasks imports the clustering module: only `start`'s warm-up can have loaded it
+def test_warm_up_loads_the_engine_in_the_workers(spark_local: SparkExecutor) -> None:
+    assert spark_local.warmed_workers  # `start` warmed the workers (tests that kill workers may have replaced them)
+    spark_local.warm_up()
+    # nothing in these tasks imports the clustering module: only the warm-up can have loaded it
     assert list(spark_local.map(engine_already_loaded, [0, 1])) == [True, True]
 
 
