@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 # The corpus sits beside the repository (../shared/corpus), in CI as on a developer machine.
@@ -31,3 +33,22 @@ def tree_state(root: Path) -> dict[str, tuple]:
             digest = hashlib.sha256(full.read_bytes()).hexdigest() if full.is_file() else None
             state[str(full.relative_to(root))] = (full.is_dir(), st.st_size, st.st_mtime_ns, digest)
     return state
+
+
+def run_cli(*args: object, timeout: int = 300) -> subprocess.CompletedProcess:
+    """Run ``python -m airflow_provider_deltalite ARGS`` as a subprocess and capture its output."""
+    return subprocess.run(
+        [sys.executable, "-m", "airflow_provider_deltalite", *(str(a) for a in args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def cli_failure(*args: object) -> str:
+    """Run the CLI, expect the project's bad-input contract (exit 2, nothing on stdout, one stderr line); the line."""
+    out = run_cli(*args)
+    assert out.returncode == 2, out
+    assert out.stdout == ""
+    assert out.stderr.endswith("\n") and out.stderr.count("\n") == 1, out.stderr
+    return out.stderr.rstrip("\n")

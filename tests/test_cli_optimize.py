@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from tests.helpers import CORPUS, tree_state
+from tests.helpers import CORPUS, cli_failure, run_cli, tree_state
 
 deltalake = pytest.importorskip("deltalake")
 
@@ -44,14 +44,8 @@ STATS_KEYS = {
 }
 
 
-def _run(*args: Any, **kwargs: Any) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "airflow_provider_deltalite", "optimize", *(str(a) for a in args)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        **kwargs,
-    )
+def _run(*args: Any) -> subprocess.CompletedProcess:
+    return run_cli("optimize", *args)
 
 
 def _table(path: Path, files: int = 3, partitioned: bool = True) -> Path:
@@ -62,11 +56,7 @@ def _table(path: Path, files: int = 3, partitioned: bool = True) -> Path:
 
 
 def _failed(*args: Any) -> str:
-    out = _run(*args)
-    assert out.returncode == 2, out
-    assert out.stdout == ""
-    assert out.stderr.endswith("\n") and out.stderr.count("\n") == 1, out.stderr
-    return out.stderr.rstrip("\n")
+    return cli_failure("optimize", *args)
 
 
 def test_json_is_one_document_consistent_with_the_commit(tmp_path: Path) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from tests.helpers import CORPUS, copy_table, tree_state
+from tests.helpers import CORPUS, cli_failure, copy_table, run_cli, tree_state
 
 deltalake = pytest.importorskip("deltalake")
 
@@ -47,20 +46,11 @@ STATS_KEYS = {
 
 
 def _run(*args: Any) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "airflow_provider_deltalite", "vacuum", *(str(a) for a in args)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return run_cli("vacuum", *args)
 
 
 def _failed(*args: Any) -> str:
-    out = _run(*args)
-    assert out.returncode == 2, out
-    assert out.stdout == ""
-    assert out.stderr.endswith("\n") and out.stderr.count("\n") == 1, out.stderr
-    return out.stderr.rstrip("\n")
+    return cli_failure("vacuum", *args)
 
 
 def _table(path: Path) -> Path:

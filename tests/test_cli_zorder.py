@@ -4,25 +4,19 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
 
-from tests.helpers import tree_state
+from tests.helpers import cli_failure, run_cli, tree_state
 
 deltalake = pytest.importorskip("deltalake")
 
 
 def _run(*args: Any) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "airflow_provider_deltalite", "zorder", *(str(a) for a in args)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return run_cli("zorder", *args)
 
 
 def _table(path: Path) -> Path:
@@ -39,10 +33,7 @@ def _table(path: Path) -> Path:
 
 
 def _failed(*args: Any) -> str:
-    out = _run(*args)
-    assert out.returncode == 2, out
-    assert out.stdout == "" and out.stderr.count("\n") == 1, out.stderr
-    return out.stderr.rstrip("\n")
+    return cli_failure("zorder", *args)
 
 
 def test_json_and_summary(tmp_path: Path) -> None:
