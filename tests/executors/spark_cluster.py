@@ -200,3 +200,32 @@ def start_cluster(
     except BaseException:
         cluster.stop()
         raise
+
+
+def spark_submit(master: str, args: list[str], env_extra: dict[str, str]) -> subprocess.CompletedProcess:
+    """Run the deltalite job with spark-submit on ``master``, as a cluster machine without the package would."""
+    from airflow_provider_deltalite.jobs.engine_zip import build_package_zip
+
+    zip_path = build_package_zip()
+    job = Path(__file__).resolve().parents[2] / "airflow_provider_deltalite" / "jobs" / "spark_job.py"
+    cmd = [
+        str(spark_home() / "bin" / "spark-submit"),
+        "--master",
+        master,
+        "--conf",
+        "spark.ui.enabled=false",
+        "--conf",
+        "spark.driver.host=127.0.0.1",
+        "--conf",
+        "spark.driver.bindAddress=127.0.0.1",
+        "--py-files",
+        zip_path,
+        str(job),
+        *args,
+    ]
+    # the driver runs the job from the zip, like a cluster machine without the package installed
+    env = {**spark_env(), **env_extra, "PYTHONPATH": "", "PYSPARK_PYTHON": sys.executable}
+    env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    return subprocess.run(
+        cmd, capture_output=True, text=True, timeout=600, env=env, cwd=str(job.parents[2]), check=False
+    )

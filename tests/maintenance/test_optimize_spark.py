@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -16,16 +14,14 @@ import pytest
 from airflow_provider_deltalite.engine import DeltaTable
 from airflow_provider_deltalite.executors import LocalExecutor
 from airflow_provider_deltalite.executors.spark import SparkExecutor
-from airflow_provider_deltalite.jobs.engine_zip import build_package_zip
 from airflow_provider_deltalite.maintenance.optimize import optimize
 from tests.conformance.corpus import row_multiset
-from tests.executors.spark_cluster import spark_env, spark_home
+from tests.executors.spark_cluster import spark_submit
 from tests.helpers import copy_table
 
 deltalake = pytest.importorskip("deltalake")
 
 DV_TABLE = "kernel-rs-golden/dv-partitioned-with-checkpoint/delta"  # deletion vectors, partitions, a checkpoint
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _new_files(path: Path, version: int) -> list[tuple[Any, ...]]:
@@ -57,30 +53,6 @@ def test_spark_and_local_executors_write_the_same_files(spark_local: SparkExecut
     assert _new_files(spark_copy, by_spark.committed_version) == _new_files(local_copy, by_local.committed_version)
 
 
-def _spark_submit(master: str, args: list[str], env_extra: dict[str, str]) -> subprocess.CompletedProcess:
-    zip_path = build_package_zip()
-    job = REPO / "airflow_provider_deltalite" / "jobs" / "spark_job.py"
-    cmd = [
-        str(spark_home() / "bin" / "spark-submit"),
-        "--master",
-        master,
-        "--conf",
-        "spark.ui.enabled=false",
-        "--conf",
-        "spark.driver.host=127.0.0.1",
-        "--conf",
-        "spark.driver.bindAddress=127.0.0.1",
-        "--py-files",
-        zip_path,
-        str(job),
-        *args,
-    ]
-    # the driver runs the job from the zip, like a cluster machine without the package installed
-    env = {**spark_env(), **env_extra, "PYTHONPATH": "", "PYSPARK_PYTHON": sys.executable}
-    env["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=str(REPO), check=False)
-
-
 @pytest.mark.slow
 def test_spark_submit_job_compacts_on_a_standalone_cluster(spark_cluster: str, tmp_path: Path) -> None:
     path = tmp_path / "t"
@@ -91,7 +63,7 @@ def test_spark_submit_job_compacts_on_a_standalone_cluster(spark_cluster: str, t
     options_file = tmp_path / "options.json"
     options_file.write_text(json.dumps({}))
     result = tmp_path / "result.json"
-    out = _spark_submit(
+    out = spark_submit(
         spark_cluster,
         ["optimize", "--table", str(path), "--result", str(result), "--storage-options-file", str(options_file)],
         {},

@@ -17,7 +17,7 @@ from airflow_provider_deltalite.executors import LocalExecutor
 from airflow_provider_deltalite.executors.spark import SparkExecutor
 from airflow_provider_deltalite.jobs import spark_job
 from airflow_provider_deltalite.maintenance.vacuum import vacuum
-from tests.maintenance.test_optimize_spark import _spark_submit
+from tests.executors.spark_cluster import spark_submit
 
 deltalake = pytest.importorskip("deltalake")
 
@@ -90,7 +90,7 @@ def test_the_spark_job_runs_vacuum_in_the_running_session(spark_local: SparkExec
 def test_spark_submit_job_vacuums_on_a_standalone_cluster(spark_cluster: str, tmp_path: Path) -> None:
     path = _table(tmp_path / "t")
     result = tmp_path / "result.json"
-    out = _spark_submit(
+    out = spark_submit(
         spark_cluster,
         ["vacuum", "--table", str(path), "--result", str(result), "--retain-hours", "0", "--no-retention-check"],
         {},
