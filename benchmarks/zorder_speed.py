@@ -33,19 +33,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime as dt
 import importlib.util
 import json
 import os
-import platform
-import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +78,11 @@ def optimize_compact() -> Any:
     return module
 
 
+# Measurement helpers shared with the OPTIMIZE benchmark (that module imports only the standard library at load time).
+_OC = optimize_compact()
+_maxrss_mb, _rss_now_mb, _ratio, machine_info = _OC._maxrss_mb, _OC._rss_now_mb, _OC._ratio, _OC.machine_info
+
+
 CODE_UNDER_TEST = (
     "airflow_provider_deltalite/maintenance/zorder.py",
     "airflow_provider_deltalite/maintenance/clustering.py",
@@ -108,18 +109,6 @@ def code_under_test() -> dict[str, Any]:
         with contextlib.suppress(OSError):
             files[rel] = hashlib.sha256((root / rel).read_bytes()).hexdigest()[:16]
     return {"git_head": commit, "sha256_16": files}
-
-
-def _maxrss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-
-
-def _rss_now_mb() -> float:
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 # -- profiling (also used by zorder_skipping.py) -------------------------------------------------------------
@@ -421,10 +410,6 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return a / b if a is not None and b else None
-
-
 def evaluate(summary: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     def get(config: str, key: str) -> float | None:
         s = summary.get(config)
@@ -516,34 +501,6 @@ def print_table(summary: dict[str, dict[str, Any]], targets: list[dict[str, Any]
         print(f"  {t['verdict']:<4}  {t['target']:<44} {shown}{note}")
 
 
-def _version(dist: str) -> str | None:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def machine_info() -> dict[str, Any]:
-    mem_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    java = None
-    with contextlib.suppress(OSError):
-        java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[0]
-    return {
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "cpu_count": os.cpu_count(),
-        "memory_gb": round(mem_gb, 1),
-        "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()],
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "pyarrow": _version("pyarrow"),
-        "deltalake": _version("deltalake"),
-        "numpy": _version("numpy"),
-        "pyspark": _version("pyspark") or _version("pyspark-client"),
-        "java": java,
-        "airflow_provider_deltalite": _version("airflow-provider-deltalite"),
-    }
-
-
 def _print_run(config: str, rep: int, r: dict[str, Any]) -> None:
     if "error" in r:
         status = f"ERROR {r['error']}"
@@ -585,13 +542,13 @@ def main() -> int:
         print(json.dumps(child_run(*args.child, profile=args.child_profile)))
         return 0
     if args.verify_delta:
-        oc = optimize_compact()
+        oc = _OC
         print(json.dumps(oc.verify_delta_child(args.verify_delta[0], json.loads(args.verify_delta[1]))))
         return 0
 
     t_start = time.perf_counter()
     code_before = code_under_test()
-    oc = optimize_compact()
+    oc = _OC
     subreaper = oc._become_subreaper()
     CACHE.mkdir(parents=True, exist_ok=True)
     pristine, info, note = oc.prepare_table(args.regenerate)
