@@ -167,18 +167,6 @@ class ExecutorError(DeltaLiteError):
     """The place where maintenance work runs (a Spark cluster, the local pool) failed or could not be reached."""
 
 
-class MaintenanceAborted(DeltaLiteError):
-    """A maintenance operation stopped before committing; files it wrote are left for VACUUM.
-
-    Attributes:
-        orphaned_bytes: bytes of data files written for the commit that did not happen.
-    """
-
-    def __init__(self, problem: str, table_uri: str | None = None, *, orphaned_bytes: int = 0) -> None:
-        self.orphaned_bytes = orphaned_bytes
-        super().__init__(problem, table_uri)
-
-
 class InvalidArgument(DeltaLiteError):
     """An argument of an operation is out of range or refers to something that does not exist."""
 
