@@ -233,17 +233,21 @@ def _shared_prefix_bits(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     still_equal = np.ones(len(a), bool)
     for w in range(a.shape[1]):
         diff = a[:, w] ^ b[:, w]
-        # leading zeros of a 64-bit word: 64 - bit_length
-        bit_length = np.where(diff == 0, 0, np.floor(np.log2(np.maximum(diff, 1).astype(np.float64))) + 1)
-        bit_length = np.where(diff >> np.uint64(53), _exact_bit_length(diff), bit_length).astype(np.int64)
-        shared += np.where(still_equal, 64 - bit_length, 0)
+        shared += np.where(still_equal, 64 - bit_length(diff), 0)  # leading zeros of the first differing word
         still_equal &= diff == 0
     return shared
 
 
-def _exact_bit_length(values: np.ndarray) -> np.ndarray:
-    # float64 rounds above 2**53, so count the high words exactly where that matters
-    return np.array([int(v).bit_length() for v in values], np.int64)
+def bit_length(values: np.ndarray) -> np.ndarray:
+    """`int.bit_length` of each uint64, vectorised and exact (0 for 0)."""
+    values = np.asarray(values, np.uint64)
+    high = (values >> np.uint64(32)).astype(np.float64)
+    low = (values & np.uint64(0xFFFFFFFF)).astype(np.float64)
+    # below 2**32, float64 holds the value exactly and log2 stays clear of the next integer, so floor() is exact
+    with np.errstate(divide="ignore"):
+        high_bits = np.where(high > 0, np.floor(np.log2(high)) + 33, 0)
+        low_bits = np.where(low > 0, np.floor(np.log2(low)) + 1, 0)
+    return np.where(high > 0, high_bits, low_bits).astype(np.int64)
 
 
 def noise_bytes(rows: int, seed: int) -> np.ndarray:

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from airflow_provider_deltalite.maintenance.curves import (
     aligned_splits,
+    bit_length,
     bits_for,
     compare_keys,
     curve_keys,
@@ -159,3 +160,11 @@ def test_a_run_of_one_key_is_cut_by_the_noise() -> None:
     assert split_keys.tolist() == [[7]] and split_noise.tolist() == [5]
     runs = compare_keys(keys, noise, split_keys, split_noise)
     assert runs.tolist() == [0] * 5 + [1] * 5
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=50))
+def test_bit_length_is_exact_for_every_uint64(values: list[int]) -> None:
+    edges = [0, 1, 2**32 - 1, 2**32, 2**50 - 1, 2**50, 2**53 + 1, 2**64 - 1]
+    array = np.array(values + edges, dtype=np.uint64)
+    assert bit_length(array).tolist() == [v.bit_length() for v in values + edges]
