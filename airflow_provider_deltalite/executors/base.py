@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, runtime_checkable
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -26,3 +26,22 @@ class Executor(Protocol):
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> Iterator[R]: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class ShuffleExecutor(Executor, Protocol):
+    """An executor that can also move data between tasks (Spark's shuffle): a map stage, then a reduce stage.
+
+    ``map_fn(item)`` yields ``(reducer, payload)`` pairs, payloads being bytes; each reducer ``r`` in
+    ``range(num_reducers)`` runs as one task, ``reduce_fn(r, payloads)`` over an iterator of every payload sent to it
+    (in no particular order), and its return value is one of the results. An exception raised on either side
+    propagates out of ``map_reduce`` as it does out of ``map``.
+    """
+
+    def map_reduce(
+        self,
+        map_fn: Callable[[T], Iterator[tuple[int, bytes]]],
+        items: Sequence[T],
+        reduce_fn: Callable[[int, Iterator[bytes]], R],
+        num_reducers: int,
+    ) -> list[R]: ...

@@ -63,6 +63,50 @@ def _run_item(fn: Callable[[T], R], items: Iterator[T]) -> Iterator[tuple[int, A
             yield _OK, result
 
 
+def _map_side(fn: Callable[[T], Iterator[tuple[int, bytes]]], items: Iterator[T]) -> Iterator[tuple[int, Any]]:
+    """Runs on the Spark worker: the map stage of `SparkExecutor.map_reduce`, a DeltaLiteError sent on as a record."""
+    for item in items:
+        try:
+            for reducer, payload in fn(item):
+                yield reducer, (_OK, payload)
+        except DeltaLiteError as exc:
+            yield 0, _error_record(exc)
+            return
+
+
+def _reduce_side(
+    fn: Callable[[int, Iterator[bytes]], R], reducer: int, records: Iterator[tuple[int, Any]]
+) -> Iterator[tuple[int, Any]]:
+    """Runs on the Spark worker: one reducer of `SparkExecutor.map_reduce` over the records shuffled to it."""
+    failed: list[tuple[int, Any]] = []
+
+    def payloads() -> Iterator[bytes]:
+        for _, (status, value) in records:
+            if status != _OK:
+                failed.append((status, value))
+                return
+            yield value
+
+    try:
+        result = fn(reducer, payloads())
+    except DeltaLiteError as exc:
+        yield _error_record(exc)
+        return
+    yield failed[0] if failed else (_OK, result)
+
+
+def _error_record(exc: DeltaLiteError) -> tuple[int, Any]:
+    try:
+        pickle.dumps(exc)
+    except Exception:  # an attribute that does not pickle: keep class and message at least
+        return _RAISED_TEXT, (type(exc).__module__, type(exc).__qualname__, str(exc))
+    return _RAISED, exc
+
+
+def _identity(reducer: int) -> int:
+    return reducer
+
+
 def _import_engine(_: int) -> int:
     """Runs on a Spark worker: import what the maintenance tasks need, so later tasks find it loaded."""
     import pyarrow.parquet  # noqa: F401
@@ -263,6 +307,46 @@ class SparkExecutor:
                 with suppress(Exception):  # the context may be gone already; then nothing is left to cancel
                     sc.cancelJobsWithTag(tag)
             pool.shutdown(wait=True, cancel_futures=True)
+
+    def map_reduce(
+        self,
+        map_fn: Callable[[T], Iterator[tuple[int, bytes]]],
+        items: Sequence[T],
+        reduce_fn: Callable[[int, Iterator[bytes]], R],
+        num_reducers: int,
+    ) -> list[R]:
+        """A map stage (a Spark task per item), Spark's shuffle, and a reduce stage (a Spark task per reducer).
+
+        ``map_fn(item)`` yields ``(reducer, payload)``; reducer ``r`` sees every payload sent to it, in no particular
+        order, through ``reduce_fn(r, payloads)``, which runs on an executor and streams them (the shuffle spills to
+        the executors' local disks, so neither side has to hold a stage's data in memory). Results come back in
+        reducer order.
+
+        Raises:
+            DeltaLiteError: (the same class and message) when either function raised one on a worker.
+            ExecutorError: any other task or cluster failure, as one line with the worker's exception and message.
+        """
+        items = list(items)
+        if not items or num_reducers < 1:
+            return []
+        sc = self._context()
+        self._ship_engine(sc)
+        label = getattr(reduce_fn, "__qualname__", type(reduce_fn).__name__)
+        shuffled = (
+            sc.parallelize(items, len(items))
+            .mapPartitions(functools.partial(_map_side, map_fn))
+            .partitionBy(num_reducers, _identity)
+        )
+        reduced = shuffled.mapPartitionsWithIndex(functools.partial(_reduce_side, reduce_fn))
+        sc.setJobDescription(f"deltalite {label}: {len(items)} map tasks, {num_reducers} reduce tasks")
+        done: Future[list[tuple[int, Any]]] = Future()
+        try:
+            done.set_result(reduced.collect())
+        except Exception as exc:
+            done.set_exception(exc)
+        finally:
+            sc.setJobDescription(None)
+        return list(self._unpack(done, label))
 
     def close(self) -> None:
         """Stop the session if `start` created it; a wrapped session is left running for its owner."""

@@ -3,14 +3,17 @@
 A `ClusterTask` covers all live files of one partition. Its rows are rewritten into ``num_files`` files whose rows
 follow the curve:
 
-1. **Sample** the clustering columns (only those are decoded) at a fixed stride, and derive each column's range
-   boundaries and the split points between output files from the sample's keys.
-2. **Range-partition** every row into its output run by its (key, noise) against the split points, spilling each run
-   to an Arrow IPC file in a local temporary directory, so the partition never has to fit in memory.
-3. **Sort** each run by (key, noise) and write it as one data file; only one run is in memory at a time.
+1. **Sample** the clustering columns (only those are decoded) of each file at a fixed stride (`sample_file`), and
+   derive each column's range boundaries and the split points between runs and output files (`plan_runs`).
+2. **Route** every row of each file into its run by its (key, noise) against the split points (`route_file`),
+   spilling each run to an Arrow IPC file in a local temporary directory, so the partition never has to fit in memory.
+3. **Sort** each run by (key, noise) and write the runs of each output file as its row groups (`write_runs`); only
+   one run is in memory at a time.
 
-Everything is deterministic for the same inputs (the noise comes from a seeded generator over the rows in file
-order), so the local and the Spark executor write the same files.
+Everything is deterministic for the same inputs: the sample and the noise depend only on the file and its index in
+the partition, and ties sort by the rows' origin. `cluster_files` runs the three steps in one process (the local
+executor: one task per partition); `clustering_shuffle` runs the same steps as Spark stages, a task per group of
+input files for sampling and routing and a task per output file after a shuffle, and writes the same files.
 """
 
 from __future__ import annotations
@@ -54,6 +57,8 @@ _DECODED_PER_FILE_BYTE = 3
 _TAKE_ROWS = 262_144
 _KEY = "__deltalite_key_"
 _NOISE = "__deltalite_noise"
+_ORIGIN = "__deltalite_origin"
+_ORIGIN_ROW_BITS = 40  # rows per file below 2**40; files per partition below 2**24
 
 
 @dataclass(frozen=True)
@@ -105,33 +110,139 @@ def column_values(rows: pa.Table, path: str) -> pa.Array:
 
 def cluster_files(task: ClusterTask) -> RewriteResult:
     """Rewrite the partition's rows into ``task.num_files`` files ordered along the curve (see the module docs)."""
-    ctx = task.table
-    top_level = sorted({column_path(c)[0] for c in task.columns})
-    sample = _sample(task, top_level)
-    boundaries = [range_boundaries(column_values(sample, c), task.num_ranges) for c in task.columns]
-    split_keys, split_noise, file_of_run = _run_splits(task, sample, boundaries)
-    partition_values = dict(task.files[0].get("partitionValues") or {})
+    plan = plan_runs(task, sample_partition(task))
     rows_read = 0
-    rng = np.random.default_rng(task.seed)
     scratch = tempfile.mkdtemp(prefix="deltalite-cluster-")
     try:
-        runs = _RunSpill(scratch, len(split_noise) + 1)
-        for rows in iter_live_rows(ctx, task.files):
-            rows_read += rows.num_rows
-            if not rows.num_rows:
-                continue
-            keys = _keys(task, rows, boundaries)
-            noise = _noise(task, rng, rows.num_rows)
-            run_of = compare_keys(keys, noise, split_keys, split_noise)
-            runs.add(rows, keys, noise, run_of)
-        adds = []
-        for file_runs in runs.by_file(file_of_run):
-            add = write_data_file(ctx, partition_values, file_runs, task.writer, tags=task.tags)
-            if add is not None:
-                adds.append(add)
+        spill = RunSpill(scratch)
+        for index, file in enumerate(task.files):
+            for run, chunk in route_file(task, plan, file, index):
+                rows_read += chunk.num_rows
+                spill.add(run, chunk)
+        adds = write_runs(task, spill, plan.file_of_run)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return rewrite_result(task.task_id, task.files, adds, task.deletion_timestamp, rows_read)
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """How one partition's rows are cut: per-column range boundaries, the runs' split points, each run's file.
+
+    A row with (key, noise) at or above split ``j`` belongs to run ``j + 1`` or later; run ``r`` goes to output file
+    ``file_of_run[r]`` (files are consecutive runs).
+    """
+
+    boundaries: tuple[np.ndarray, ...]
+    split_keys: np.ndarray
+    split_noise: np.ndarray
+    file_of_run: tuple[int, ...]
+
+    @property
+    def num_files(self) -> int:
+        return self.file_of_run[-1] + 1
+
+
+def sample_stride(task: ClusterTask) -> int:
+    """Every how many rows the sample keeps one, from the row counts in the stats (1 when some count is missing)."""
+    counts = [json.loads(f["stats"]).get("numRecords") if f.get("stats") else None for f in task.files]
+    if not all(isinstance(c, int) for c in counts):
+        return 1
+    return max(1, math.ceil(sum(counts) / task.sample_rows))
+
+
+def sample_file(task: ClusterTask, file: Mapping[str, Any], stride: int) -> pa.Table:
+    """Every ``stride``-th live row of one file, clustering columns only (each file from its first row, so that
+    sampling file by file on many machines picks the same rows as in one process)."""
+    columns = sorted({column_path(c)[0] for c in task.columns})
+    parts = []
+    offset = 0
+    for rows in iter_live_rows(task.table, [file], columns=columns):
+        n = rows.num_rows
+        first = (-offset) % stride
+        if first < n:
+            parts.append(rows.take(pa.array(np.arange(first, n, stride))))
+        offset += n
+    sample = pa.concat_tables(parts) if parts else pa.table({c: pa.array([], pa.null()) for c in columns})
+    return _thin(sample, 2 * task.sample_rows)
+
+
+def merge_samples(task: ClusterTask, samples: Sequence[pa.Table]) -> pa.Table:
+    """The partition's sample from its files' samples, in file order, at most about ``2 * sample_rows`` rows."""
+    kept = [s for s in samples if s.num_rows]
+    if not kept:
+        return samples[0] if samples else pa.table({})
+    return _thin(pa.concat_tables(kept, promote_options="permissive"), 2 * task.sample_rows)
+
+
+def sample_partition(task: ClusterTask) -> pa.Table:
+    stride = sample_stride(task)
+    return merge_samples(task, [sample_file(task, f, stride) for f in task.files])
+
+
+def _thin(sample: pa.Table, limit: int) -> pa.Table:
+    # the stats undercounted (or were missing): keep evenly spaced rows, deterministically
+    if sample.num_rows <= limit:
+        return sample
+    return sample.take(pa.array(np.linspace(0, sample.num_rows - 1, limit // 2).astype(np.int64)))
+
+
+def plan_runs(task: ClusterTask, sample: pa.Table) -> RunPlan:
+    """Range boundaries of each column, and the run split points (`_run_splits`), from the partition's sample."""
+    boundaries = tuple(range_boundaries(column_values(sample, c), task.num_ranges) for c in task.columns)
+    split_keys, split_noise, file_of_run = _run_splits(task, sample, boundaries)
+    return RunPlan(boundaries, split_keys, split_noise, tuple(file_of_run))
+
+
+def route_file(
+    task: ClusterTask, plan: RunPlan, file: Mapping[str, Any], file_index: int
+) -> Iterator[tuple[int, pa.Table]]:
+    """The live rows of one file, cut into (run, rows) chunks; the rows carry their key, noise and origin columns.
+
+    The noise is seeded by (task seed, file index) and the origin is (file index, row number), so a file routes the
+    same way wherever it is read, and a run sorts the same whatever order its chunks arrive in.
+    """
+    rng = np.random.default_rng([task.seed, file_index])
+    position = 0
+    for rows in iter_live_rows(task.table, [file]):
+        n = rows.num_rows
+        if not n:
+            continue
+        keys = _keys(task, rows, plan.boundaries)
+        noise = _noise(task, rng, n)
+        origin = (np.uint64(file_index) << np.uint64(_ORIGIN_ROW_BITS)) + np.arange(
+            position, position + n, dtype=np.uint64
+        )
+        position += n
+        table = rows
+        for w in range(keys.shape[1]):
+            table = table.append_column(f"{_KEY}{w}", pa.array(keys[:, w]))
+        table = table.append_column(_NOISE, pa.array(noise)).append_column(_ORIGIN, pa.array(origin))
+        run_of = compare_keys(keys, noise, plan.split_keys, plan.split_noise)
+        if len(plan.split_noise) == 0:
+            yield 0, table
+            continue
+        order = np.argsort(run_of, kind="stable")
+        sorted_runs = run_of[order]
+        runs = np.unique(sorted_runs)
+        starts = np.searchsorted(sorted_runs, runs, side="left")
+        ends = np.searchsorted(sorted_runs, runs, side="right")
+        for run, start, end in zip(runs.tolist(), starts.tolist(), ends.tolist(), strict=True):
+            yield run, table.take(pa.array(order[start:end]))
+
+
+def write_runs(task: ClusterTask, spill: RunSpill, file_of_run: Sequence[int] | None) -> list[dict[str, Any]]:
+    """Write every output file that received rows, each from its runs sorted one at a time; the add actions.
+
+    ``file_of_run`` maps runs to output files (`RunPlan.file_of_run`); None when all the spilled runs form one file.
+    """
+    partition_values = dict(task.files[0].get("partitionValues") or {})
+    adds = []
+    for runs in spill.by_file(file_of_run):
+        add = write_data_file(task.table, partition_values, runs, task.writer, tags=task.tags)
+        if add is not None:
+            adds.append(add)
+    return adds
 
 
 def _keys(task: ClusterTask, rows: pa.Table, boundaries: Sequence[np.ndarray]) -> np.ndarray:
@@ -143,32 +254,6 @@ def _noise(task: ClusterTask, rng: np.random.Generator, rows: int) -> np.ndarray
     if not task.noise:
         return np.zeros(rows, np.uint64)
     return rng.integers(0, 256, size=rows, dtype=np.uint8).astype(np.uint64)
-
-
-def _sample(task: ClusterTask, columns: list[str]) -> pa.Table:
-    """Every k-th live row of the clustering columns, k chosen from the row counts in the stats."""
-    counts = [json.loads(f["stats"]).get("numRecords") if f.get("stats") else None for f in task.files]
-    known = sum(c for c in counts if isinstance(c, int))
-    stride = max(1, math.ceil(known / task.sample_rows)) if all(isinstance(c, int) for c in counts) else 1
-    parts = []
-    offset = 0
-    kept = 0
-    for rows in iter_live_rows(task.table, task.files, columns=columns):
-        n = rows.num_rows
-        first = (-offset) % stride
-        if first < n:
-            picked = rows.take(pa.array(np.arange(first, n, stride)))
-            parts.append(picked)
-            kept += picked.num_rows
-        offset += n
-        if kept > 2 * task.sample_rows:  # the stats undercounted: thin out what was kept and widen the stride
-            merged = pa.concat_tables(parts)
-            parts = [merged.take(pa.array(np.arange(0, merged.num_rows, 2)))]
-            kept = parts[0].num_rows
-            stride *= 2
-    if not parts:
-        return pa.table({c: pa.array([], pa.null()) for c in columns})
-    return pa.concat_tables(parts)
 
 
 def _run_splits(
@@ -208,48 +293,34 @@ def _run_splits(
     return split_keys, np.array([c[1] for c in cuts], np.uint64), file_of_run
 
 
-class _RunSpill:
-    """Rows appended to one Arrow IPC file per run (with their keys), read back sorted one run at a time."""
+class RunSpill:
+    """Routed chunks appended to one Arrow IPC file per run in a local directory, read back one run at a time."""
 
-    def __init__(self, directory: str, runs: int) -> None:
+    def __init__(self, directory: str) -> None:
         self.directory = directory
-        self.runs = runs
         self._writers: dict[int, Any] = {}
-        self._schema: pa.Schema | None = None
 
-    def add(self, rows: pa.Table, keys: np.ndarray, noise: np.ndarray, run_of: np.ndarray) -> None:
-        extra = {f"{_KEY}{w}": pa.array(keys[:, w]) for w in range(keys.shape[1])}
-        extra[_NOISE] = pa.array(noise)
-        table = rows
-        for name, values in extra.items():
-            table = table.append_column(name, values)
-        if self.runs == 1:
-            self._write(0, table)
-            return
-        order = np.argsort(run_of, kind="stable")
-        sorted_runs = run_of[order]
-        starts = np.searchsorted(sorted_runs, np.arange(self.runs), side="left")
-        ends = np.searchsorted(sorted_runs, np.arange(self.runs), side="right")
-        for run in np.flatnonzero(ends > starts):
-            self._write(int(run), table.take(pa.array(order[starts[run] : ends[run]])))
-
-    def _write(self, run: int, table: pa.Table) -> None:
+    def add(self, run: int, table: pa.Table) -> None:
         writer = self._writers.get(run)
         if writer is None:
             path = os.path.join(self.directory, f"run-{run:05d}.arrow")
             writer = self._writers[run] = pa.ipc.new_file(path, table.schema)
         writer.write_table(table)
 
-    def by_file(self, file_of_run: Sequence[int]) -> Iterator[Iterator[pa.Table]]:
+    def by_file(self, file_of_run: Sequence[int] | None) -> Iterator[Iterator[pa.Table]]:
         """For each output file (in order), its rows: the file's runs one after the other, each sorted by (key, noise).
 
-        Only one run is in memory at a time, and it is copied out in slices.
+        ``file_of_run`` None: all runs go to one file. Only one run is in memory at a time, copied out in slices.
         """
         for writer in self._writers.values():
             writer.close()
-        files = sorted({file_of_run[run] for run in self._writers})
-        for f in files:
-            yield self._file_rows([run for run in sorted(self._writers) if file_of_run[run] == f])
+        runs = sorted(self._writers)
+        if file_of_run is None:
+            if runs:
+                yield self._file_rows(runs)
+            return
+        for f in sorted({file_of_run[run] for run in runs}):
+            yield self._file_rows([run for run in runs if file_of_run[run] == f])
 
     def _file_rows(self, runs: list[int]) -> Iterator[pa.Table]:
         for run in runs:
@@ -257,10 +328,14 @@ class _RunSpill:
             with pa.OSFile(path) as source:  # read into memory: the file is deleted right after
                 table = pa.ipc.open_file(source).read_all()
             os.unlink(path)
+            origin = table.column(_ORIGIN).to_numpy()
+            if len(origin) > 1 and not (origin[1:] > origin[:-1]).all():
+                # chunks arrived out of file order (a shuffle): put them back, so equal (key, noise) keep file order
+                table = table.take(pa.array(np.argsort(origin)))
             words = sorted(n for n in table.column_names if n.startswith(_KEY))
             keys = np.column_stack([table.column(n).to_numpy() for n in words])
             order = key_order(keys, table.column(_NOISE).to_numpy())
-            rows = table.drop_columns([*words, _NOISE])
+            rows = table.drop_columns([*words, _NOISE, _ORIGIN])
             del table, keys
             for start in range(0, len(order), _TAKE_ROWS):
                 yield rows.take(pa.array(order[start : start + _TAKE_ROWS]))

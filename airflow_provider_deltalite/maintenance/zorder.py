@@ -29,10 +29,11 @@ from airflow_provider_deltalite.engine.rewrite import RewriteResult, TableContex
 from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.engine.table import DeltaTable
 from airflow_provider_deltalite.engine.transaction import RetryPolicy, ensure_can_add_files, live_file_actions
-from airflow_provider_deltalite.executors.base import Executor
+from airflow_provider_deltalite.executors.base import Executor, ShuffleExecutor
 from airflow_provider_deltalite.executors.local import LocalExecutor
 from airflow_provider_deltalite.maintenance.bin_packing import group_by
 from airflow_provider_deltalite.maintenance.clustering import DEFAULT_RUN_BYTES, ClusterTask, cluster_files
+from airflow_provider_deltalite.maintenance.clustering_shuffle import cluster_with_shuffle
 from airflow_provider_deltalite.maintenance.curves import CURVES, DEFAULT_NUM_RANGES
 from airflow_provider_deltalite.maintenance.optimize import (
     OptimizeProgress,
@@ -286,11 +287,17 @@ def zorder(
         results: list[RewriteResult] = []
         total = sum(b.size for b in plan.bins)
         try:
-            for result in executor.map(cluster_files, tasks):
-                results.append(result)
+            if isinstance(executor, ShuffleExecutor):
+                # Spark: a partition's files are sampled, routed and written by many tasks (see clustering_shuffle)
+                results = cluster_with_shuffle(tasks, executor)
                 if progress is not None:
-                    done = sum(r.bytes_read for r in results)
-                    progress(OptimizeProgress(len(results), len(tasks), done, total))
+                    progress(OptimizeProgress(len(tasks), len(tasks), total, total))
+            else:
+                for result in executor.map(cluster_files, tasks):
+                    results.append(result)
+                    if progress is not None:
+                        done = sum(r.bytes_read for r in results)
+                        progress(OptimizeProgress(len(results), len(tasks), done, total))
         except DeltaLiteError as exc:
             raise left_for_vacuum(exc, results, "nothing was committed") from None
         parameters = {

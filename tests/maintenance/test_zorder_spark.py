@@ -1,0 +1,116 @@
+"""Z-order through Spark: sampling, routing and writing spread over tasks with a shuffle (`clustering_shuffle`)."""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_provider_deltalite.engine import DeltaTable
+from airflow_provider_deltalite.executors import LocalExecutor
+from airflow_provider_deltalite.executors.spark import SparkExecutor
+from airflow_provider_deltalite.maintenance import clustering_shuffle
+from airflow_provider_deltalite.maintenance.zorder import zorder
+from tests.executors.spark_cluster import spark_submit
+from tests.helpers import copy_table
+from tests.maintenance.test_zorder import _flows, _rows
+
+pytest.importorskip("deltalake")
+
+
+def _written(path: Path, version: int) -> list[tuple[str, str, list[dict[str, Any]]]]:
+    """Each file the commit added, in order of partition and stats: partition values, stats, and its rows in order."""
+    lines = (path / "_delta_log" / f"{version:020d}.json").read_text().splitlines()
+    adds = [json.loads(line)["add"] for line in lines if '"add"' in line]
+    return sorted(
+        (json.dumps(a["partitionValues"]), a["stats"], pq.read_table(path / unquote(a["path"])).to_pylist())
+        for a in adds
+    )
+
+
+def test_shuffled_clustering_writes_the_local_executors_files_row_for_row(
+    spark_local: SparkExecutor, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a = _flows(tmp_path / "a", files=6, rows=3000, partitioned=True)
+    b = copy_table(a, tmp_path / "b")
+    before = _rows(a)
+    # one map task per input file, and three output files per partition: every stage has several tasks
+    monkeypatch.setattr(clustering_shuffle, "GROUP_BYTES", 1)
+    target = DeltaTable(str(a)).snapshot().size_in_bytes // 6
+    by_local = zorder(DeltaTable(str(a)), ["sourceIP", "destPort"], target_size=target, executor=LocalExecutor(2))
+    by_spark = zorder(DeltaTable(str(b)), ["sourceIP", "destPort"], target_size=target, executor=spark_local)
+    assert (by_local.num_files_removed, by_local.num_files_added) == (12, 6)
+    assert (by_spark.num_files_removed, by_spark.num_files_added, by_spark.executor) == (12, 6, "spark")
+    assert _written(b, by_spark.committed_version) == _written(a, by_local.committed_version)
+    assert _rows(b) == before
+
+
+def test_map_reduce_routes_payloads_and_returns_results_in_reducer_order(spark_local: SparkExecutor) -> None:
+    results = spark_local.map_reduce(_emit, [1, 2, 3, 4, 5], _total, 3)
+    # reducer r receives the values v with v % 3 == r, each emitted v times
+    assert results == [(0, 3 * 3), (1, 1 + 4 * 4), (2, 2 * 2 + 5 * 5)]
+
+
+@pytest.mark.parametrize("side", ["map", "reduce"])
+def test_map_reduce_sends_engine_errors_back_typed(spark_local: SparkExecutor, side: str) -> None:
+    from airflow_provider_deltalite.engine.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match=f"bad {side}"):
+        spark_local.map_reduce(
+            functools.partial(_emit_or_fail, side), [1, 2, 3], functools.partial(_total_or_fail, side), 2
+        )
+    assert spark_local.map_reduce(_emit, [], _total, 2) == []
+
+
+def _emit(v: int) -> Any:
+    for _ in range(v):
+        yield v % 3, str(v).encode()
+
+
+def _total(reducer: int, payloads: Any) -> tuple[int, int]:
+    return reducer, sum(int(p) for p in payloads)
+
+
+def _emit_or_fail(side: str, v: int) -> Any:
+    from airflow_provider_deltalite.engine.errors import InvalidArgument
+
+    yield v % 2, b"x"
+    if v == 3 and side == "map":
+        raise InvalidArgument("bad map", None)
+
+
+def _total_or_fail(side: str, reducer: int, payloads: Any) -> int:
+    from airflow_provider_deltalite.engine.errors import InvalidArgument
+
+    count = sum(1 for _ in payloads)
+    if side == "reduce" and reducer == 1:
+        raise InvalidArgument("bad reduce", None)
+    return count
+
+
+@pytest.mark.slow
+def test_spark_submit_zorder_on_a_standalone_cluster(spark_cluster: str, tmp_path: Path) -> None:
+    path = _flows(tmp_path / "t", files=6, rows=2000, partitioned=True)
+    before = _rows(path)
+    result = tmp_path / "result.json"
+    out = spark_submit(
+        spark_cluster,
+        ["zorder", "--table", str(path), "--by", "sourceIP,destIP", "--curve", "hilbert", "--result", str(result)],
+        {},
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    stats = json.loads(result.read_text())
+    assert (stats["executor"], stats["totalClusterParallelism"]) == ("spark", 2)
+    assert (stats["readVersion"], stats["committedVersion"], stats["numFilesRemoved"], stats["numFilesAdded"]) == (
+        5,
+        6,
+        12,
+        2,
+    )
+    assert stats["zOrderStats"]["numOutputCubes"] == 2
+    assert _rows(path) == before
