@@ -44,7 +44,9 @@ class WriterOptions:
 
     compression: str = "snappy"
     compression_level: int | None = None
-    row_group_bytes: int = 64 * 1024 * 1024
+    # 16 MiB of Arrow data per row group (a few hundred thousand rows, as polars and DuckDB write them): the writer
+    # holds a row group both as Arrow and encoded until it is flushed, so this bounds a task's memory.
+    row_group_bytes: int = 16 * 1024 * 1024
     data_page_bytes: int = 1024 * 1024
     dictionary: bool = True
 

@@ -51,7 +51,7 @@ from airflow_provider_deltalite.maintenance.curves import (
 )
 
 DEFAULT_SAMPLE_ROWS = 200_000
-DEFAULT_RUN_BYTES = 64 * 1024 * 1024
+DEFAULT_RUN_BYTES = 32 * 1024 * 1024
 # Parquet data files decode to roughly this many times their size in Arrow memory (a conservative estimate).
 _DECODED_PER_FILE_BYTE = 3
 _TAKE_ROWS = 262_144
@@ -142,6 +142,10 @@ class RunPlan:
     def num_files(self) -> int:
         return self.file_of_run[-1] + 1
 
+    @property
+    def num_runs(self) -> int:
+        return len(self.file_of_run)
+
 
 def sample_stride(task: ClusterTask) -> int:
     """Every how many rows the sample keeps one, from the row counts in the stats (1 when some count is missing)."""
@@ -222,7 +226,8 @@ def route_file(
         if len(plan.split_noise) == 0:
             yield 0, table
             continue
-        order = np.argsort(run_of, kind="stable")
+        # few runs: a stable sort of small integers is a radix sort in numpy, several times faster than on int64
+        order = np.argsort(run_of.astype(np.uint16) if plan.num_runs < (1 << 16) else run_of, kind="stable")
         sorted_runs = run_of[order]
         runs = np.unique(sorted_runs)
         starts = np.searchsorted(sorted_runs, runs, side="left")

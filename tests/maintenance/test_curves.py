@@ -124,16 +124,20 @@ def test_range_ids_are_monotonic_and_within_range(values: list[int], num_ranges:
     assert all(a[1] == b[1] for a, b in itertools.pairwise(by_value) if a[0] == b[0])  # equal values share an id
 
 
+@pytest.mark.parametrize("bits", [21, 40])  # 42-bit keys in one word (packed integers), 80-bit keys in two words
 @settings(max_examples=60, deadline=None)
 @given(
     st.lists(st.tuples(st.integers(0, 2**20), st.integers(0, 2**20), st.integers(0, 255)), min_size=1, max_size=60),
     st.integers(1, 5),
 )
-def test_ordering_and_splitting_agree_with_python_tuples(rows: list[tuple[int, int, int]], splits: int) -> None:
+def test_ordering_and_splitting_agree_with_python_tuples(
+    bits: int, rows: list[tuple[int, int, int]], splits: int
+) -> None:
     a, b, noise = (np.array(c, np.uint64) for c in zip(*rows, strict=True))
-    keys = interleave_bits([a, b], bits=21)  # 42-bit keys in one word
+    keys = interleave_bits([a, b], bits=bits)
+    assert keys.shape[1] == (1 if bits == 21 else 2)
     ordered = key_order(keys, noise)
-    as_tuples = [(int(keys[i, 0]), int(noise[i])) for i in range(len(rows))]
+    as_tuples = [(tuple(int(w) for w in keys[i]), int(noise[i])) for i in range(len(rows))]
     assert [as_tuples[i] for i in ordered] == sorted(as_tuples)
     picks = [ordered[(j * len(rows)) // (splits + 1)] for j in range(1, splits + 1)]  # in key order
     runs = compare_keys(keys, noise, keys[picks], noise[picks])
@@ -168,3 +172,19 @@ def test_bit_length_is_exact_for_every_uint64(values: list[int]) -> None:
     edges = [0, 1, 2**32 - 1, 2**32, 2**50 - 1, 2**50, 2**53 + 1, 2**64 - 1]
     array = np.array(values + edges, dtype=np.uint64)
     assert bit_length(array).tolist() == [v.bit_length() for v in values + edges]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 6).flatmap(lambda n: st.tuples(st.just(n), st.integers(1, 64 // n))), st.data())
+def test_interleaving_matches_bit_by_bit_python(shape: tuple[int, int], data: st.DataObject) -> None:
+    columns, bits = shape
+    values = data.draw(st.lists(st.lists(st.integers(0, 2**64 - 1), min_size=columns, max_size=columns), min_size=1))
+    key = interleave_bits([np.array(col, np.uint64) for col in zip(*values, strict=True)], bits=bits)
+    expected = []
+    for row in values:
+        k = 0
+        for b in range(bits - 1, -1, -1):  # MSB first, column 0 first in every group
+            for v in row:
+                k = (k << 1) | ((v >> b) & 1)
+        expected.append(k)
+    assert key[:, 0].tolist() == expected
