@@ -183,3 +183,43 @@ class RetentionTooShort(DeltaLiteError):
 class VacuumRefused(DeltaLiteError):
     """VACUUM cannot run in the requested way: LITE without the log it needs, or a table whose log and storage
     disagree so much that deleting files would be a guess (live files missing from storage)."""
+
+
+class LogGap(DeltaLiteError):
+    """The commits right after a cursor are gone: log cleanup removed them (a checkpoint stands in their place), so the
+    changes between the cursor and the oldest retained commit cannot be listed any more.
+
+    Attributes:
+        since: the cursor that was asked for (changes after this version).
+        oldest_available: the oldest commit whose changes can still be listed.
+    """
+
+    def __init__(self, problem: str, table_uri: str | None = None, *, since: int, oldest_available: int) -> None:
+        self.since = since
+        self.oldest_available = oldest_available
+        super().__init__(problem, table_uri)
+
+
+class TableRecreated(DeltaLiteError):
+    """The table at the URI is not the one a cursor was taken from: its newest version is below the cursor, or a
+    commit carries a metaData action with another table id.
+
+    Attributes:
+        since: the cursor that was asked for.
+        latest: the newest version of the table now at the URI, when known.
+        table_id: the id of the table now at the URI, when a metaData action showed it.
+    """
+
+    def __init__(
+        self,
+        problem: str,
+        table_uri: str | None = None,
+        *,
+        since: int,
+        latest: int | None = None,
+        table_id: str | None = None,
+    ) -> None:
+        self.since = since
+        self.latest = latest
+        self.table_id = table_id
+        super().__init__(problem, table_uri)

@@ -180,6 +180,40 @@ class DeltaTable:
 
         return zorder(self, columns, **options)
 
+    def changes(
+        self,
+        since: int,
+        until: int | None = None,
+        *,
+        on_gap: str = "raise",
+        table_id: str | None = None,
+        on_recreate: str = "raise",
+        include_metadata_changes: bool = False,
+    ) -> Any:
+        """The commits after version ``since`` (-1: from the beginning), each classified as data, rearrange,
+        maintenance or metadata; see `airflow_provider_deltalite.maintenance.changes.list_changes`.
+
+        Reads only the log after ``since``: no whole-log listing, no snapshot replay.
+
+        Example:
+            >>> [(c.version, c.kind) for c in DeltaTable("/data/events").changes(since=41).changes]  # doctest: +SKIP
+            [(42, 'rearrange'), (43, 'data')]
+
+        Returns:
+            ChangeSet.
+        """
+        from airflow_provider_deltalite.maintenance.changes import list_changes
+
+        return list_changes(
+            self.storage,
+            since,
+            until,
+            on_gap=on_gap,
+            table_id=table_id,
+            on_recreate=on_recreate,
+            include_metadata_changes=include_metadata_changes,
+        )
+
     def history(self, limit: int | None = None) -> list[dict[str, Any]]:
         """commitInfo of each commit, newest first, with ``version`` filled in."""
         load_log_segment(self.storage, None)  # raises TableNotFound / CorruptLog for a path that is not a table
