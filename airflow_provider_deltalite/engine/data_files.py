@@ -59,7 +59,7 @@ def iter_file_rows(
     full = storage.resolve_data_path(path)
     offset = 0
     try:
-        with storage.fs.open(full, "rb") as fh:
+        with storage.open_data_file(full) as fh:
             # pyarrow's default INT96 unit (ns) silently wraps dates past 2262; microseconds cover Delta's range.
             parquet = pq.ParquetFile(fh, coerce_int96_timestamp_unit="us")
             if parquet.metadata.num_rows == 0:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from airflow_provider_deltalite.engine.data_file_paths import new_data_file_path, partition_directory
@@ -27,6 +28,10 @@ from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.engine.storage import Storage
 from airflow_provider_deltalite.engine.transaction import remove_from_add
 
+# pyarrow's default dictionary page limit; a column whose dictionary outgrows it falls back to plain encoding
+DICTIONARY_PAGE_BYTES = 1024 * 1024
+_DICTIONARY_SAMPLE_ROWS = 65_536
+_VARIABLE_WIDTH = (pa.string(), pa.large_string(), pa.binary(), pa.large_binary())
 _CODECS = ("snappy", "zstd", "gzip", "brotli", "lz4", "none")
 
 
@@ -39,7 +44,9 @@ class WriterOptions:
         compression_level: codec level where the codec has one (zstd, gzip, brotli).
         row_group_bytes: uncompressed bytes buffered per row group; the main knob for a task's memory.
         data_page_bytes: target size of a data page.
-        dictionary: dictionary-encode columns (Parquet falls back to plain encoding per column when it stops paying).
+        dictionary: dictionary-encode the columns whose dictionary fits a dictionary page (judged on a file's first
+            row group); False: none. The writer would build the others' dictionaries row group after row group only to
+            fall back to plain encoding each time, which doubles the cost of writing high-cardinality columns.
     """
 
     compression: str = "snappy"
@@ -232,6 +239,41 @@ def rewrite_result(
     )
 
 
+def dictionary_columns(rows: pa.Table) -> list[str] | bool:
+    """The columns worth dictionary-encoding: those whose distinct values in a row group like ``rows`` should fit one
+    dictionary page.
+
+    The distinct values are counted in the first ``_DICTIONARY_SAMPLE_ROWS`` rows; where most of those are distinct,
+    the count is scaled up to the row group. True (all, with the writer's own fallback) when a column is nested, as
+    the writer names nested leaves by path.
+
+    Example:
+        >>> dictionary_columns(pa.table({"day": ["mon", "tue"] * 100_000, "id": list(range(200_000))}))
+        ['day']
+    """
+    chosen = []
+    for name, column in zip(rows.column_names, rows.columns, strict=True):
+        kind = column.type
+        if pa.types.is_nested(kind) or pa.types.is_dictionary(kind):
+            return True
+        if pa.types.is_boolean(kind):
+            continue  # bit-packed already
+        sample = column.slice(0, _DICTIONARY_SAMPLE_ROWS).drop_null()
+        if len(sample) == 0:
+            chosen.append(name)
+            continue
+        distinct = len(pc.unique(sample))
+        if 2 * distinct > len(sample):
+            distinct = distinct * len(column) // len(sample)
+        if kind in _VARIABLE_WIDTH:
+            width = 4 + pc.sum(pc.binary_length(sample)).as_py() / len(sample)  # a length prefix and the bytes
+        else:
+            width = max(kind.bit_width // 8, 1)
+        if distinct * width <= DICTIONARY_PAGE_BYTES:
+            chosen.append(name)
+    return chosen
+
+
 class _RowCounter:
     def __init__(self) -> None:
         self.rows = 0
@@ -289,7 +331,7 @@ class _FileWriter:
         self._buffer, self._buffered = [], 0
         try:
             if self._writer is None:
-                self._open()
+                self._open(group)
             assert self._writer is not None
             self._writer.write_table(group, row_group_size=max(group.num_rows, 1))
         except DeltaLiteError:
@@ -297,11 +339,8 @@ class _FileWriter:
         except (pa.ArrowException, OSError) as exc:
             raise self._error(exc) from None
 
-    def _open(self) -> None:
-        full = self.storage.full_path(self.relative)
-        if self.storage.protocol in ("file", "local"):
-            self.storage.fs.makedirs(full.rsplit("/", 1)[0], exist_ok=True)
-        self._sink = self.storage.fs.open(full, "wb")
+    def _open(self, first: pa.Table) -> None:
+        self._sink = self.storage.create_data_file(self.storage.full_path(self.relative))
         options = self.options
         self._writer = pq.ParquetWriter(
             self._sink,
@@ -309,7 +348,8 @@ class _FileWriter:
             compression=options.compression,
             compression_level=options.compression_level,
             data_page_size=options.data_page_bytes,
-            use_dictionary=options.dictionary,
+            use_dictionary=dictionary_columns(first) if options.dictionary else False,
+            dictionary_pagesize_limit=DICTIONARY_PAGE_BYTES,
             write_statistics=True,
         )
 

@@ -124,6 +124,22 @@ def test_new_file_stats_equal_a_recomputation_from_the_file(tmp_path: Path) -> N
     assert stats["nullCount"]["name"] == 80  # j % 7 == 0 in each 50-row file: 8 per file
 
 
+def test_only_columns_whose_dictionary_fits_a_page_are_dictionary_encoded(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    for k in range(3):
+        ids = pa.array(range(k * 100_000, (k + 1) * 100_000), pa.int64())  # 300,000 distinct: 2.4 MB of dictionary
+        data = pa.table({"id": ids, "day": pc.cast(pc.divide(ids, 50_000), pa.string()), "flag": pc.equal(ids, 7)})
+        deltalake.write_deltalake(str(path), data, mode="append")
+    before = _rows(path)
+    optimize(DeltaTable(str(path)))
+    (add,) = [a["add"] for a in _commit(path, 3) if "add" in a]
+    meta = pq.ParquetFile(path / add["path"]).metadata
+    encodings = {meta.schema.column(i).name: meta.row_group(0).column(i).encodings for i in range(3)}
+    assert "RLE_DICTIONARY" in encodings["day"]
+    assert "RLE_DICTIONARY" not in encodings["id"] and "RLE_DICTIONARY" not in encodings["flag"]
+    assert _rows(path) == before
+
+
 def test_second_run_commits_nothing(tmp_path: Path) -> None:
     path = _small_table(tmp_path / "t")
     optimize(DeltaTable(str(path)))
