@@ -39,6 +39,9 @@ from airflow_provider_deltalite.maintenance.clustering import (
 )
 
 GROUP_BYTES = 64 * 1024 * 1024
+# A partition up to this size is clustered by one task (`cluster_files`): the shuffle's serialisation costs more
+# than it saves until one task would take long enough to hold up the whole run.
+SHUFFLE_ABOVE_BYTES = 256 * 1024 * 1024
 _IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4")
 
 
@@ -59,6 +62,13 @@ class _OutputFile:
 
     task: ClusterTask
     file_number: int  # within the partition
+
+
+def wants_shuffle(tasks: Sequence[ClusterTask], executor: object) -> bool:
+    """Whether to cluster through a shuffle: the executor can, and some partition is larger than
+    ``SHUFFLE_ABOVE_BYTES``. Both ways write the same files; this only decides which is faster."""
+    largest = max((sum(int(f.get("size") or 0) for f in t.files) for t in tasks), default=0)
+    return isinstance(executor, ShuffleExecutor) and largest > SHUFFLE_ABOVE_BYTES
 
 
 def cluster_with_shuffle(tasks: Sequence[ClusterTask], executor: ShuffleExecutor) -> list[RewriteResult]:

@@ -20,7 +20,7 @@ import uuid
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from airflow_provider_deltalite.engine.errors import DeltaLiteError, InvalidArgument
 from airflow_provider_deltalite.engine.expressions import column_path, format_column
@@ -33,7 +33,7 @@ from airflow_provider_deltalite.executors.base import Executor, ShuffleExecutor
 from airflow_provider_deltalite.executors.local import LocalExecutor
 from airflow_provider_deltalite.maintenance.bin_packing import group_by
 from airflow_provider_deltalite.maintenance.clustering import DEFAULT_RUN_BYTES, ClusterTask, cluster_files
-from airflow_provider_deltalite.maintenance.clustering_shuffle import cluster_with_shuffle
+from airflow_provider_deltalite.maintenance.clustering_shuffle import cluster_with_shuffle, wants_shuffle
 from airflow_provider_deltalite.maintenance.curves import CURVES, DEFAULT_NUM_RANGES
 from airflow_provider_deltalite.maintenance.optimize import (
     OptimizeProgress,
@@ -287,9 +287,9 @@ def zorder(
         results: list[RewriteResult] = []
         total = sum(b.size for b in plan.bins)
         try:
-            if isinstance(executor, ShuffleExecutor):
-                # Spark: a partition's files are sampled, routed and written by many tasks (see clustering_shuffle)
-                results = cluster_with_shuffle(tasks, executor)
+            if wants_shuffle(tasks, executor):
+                # Spark and large partitions: a partition's files are sampled, routed and written by many tasks
+                results = cluster_with_shuffle(tasks, cast(ShuffleExecutor, executor))
                 if progress is not None:
                     progress(OptimizeProgress(len(tasks), len(tasks), total, total))
             else:

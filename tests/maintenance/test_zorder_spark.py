@@ -41,6 +41,7 @@ def test_shuffled_clustering_writes_the_local_executors_files_row_for_row(
     before = _rows(a)
     # one map task per input file, and three output files per partition: every stage has several tasks
     monkeypatch.setattr(clustering_shuffle, "GROUP_BYTES", 1)
+    monkeypatch.setattr(clustering_shuffle, "SHUFFLE_ABOVE_BYTES", 0)
     target = DeltaTable(str(a)).snapshot().size_in_bytes // 6
     by_local = zorder(DeltaTable(str(a)), ["sourceIP", "destPort"], target_size=target, executor=LocalExecutor(2))
     by_spark = zorder(DeltaTable(str(b)), ["sourceIP", "destPort"], target_size=target, executor=spark_local)
@@ -48,6 +49,20 @@ def test_shuffled_clustering_writes_the_local_executors_files_row_for_row(
     assert (by_spark.num_files_removed, by_spark.num_files_added, by_spark.executor) == (12, 6, "spark")
     assert _written(b, by_spark.committed_version) == _written(a, by_local.committed_version)
     assert _rows(b) == before
+
+
+def test_small_partitions_are_clustered_one_task_each_and_large_ones_through_the_shuffle(
+    spark_local: SparkExecutor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow_provider_deltalite.maintenance.clustering import ClusterTask
+
+    def task(size: int) -> ClusterTask:
+        return ClusterTask(None, 0, ({"size": size},), ("a",), "zorder", 10, 1, True, 0, 0)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(clustering_shuffle, "SHUFFLE_ABOVE_BYTES", 100)
+    assert clustering_shuffle.wants_shuffle([task(60), task(101)], spark_local)
+    assert not clustering_shuffle.wants_shuffle([task(60), task(100)], spark_local)
+    assert not clustering_shuffle.wants_shuffle([task(101)], LocalExecutor(2))
 
 
 def test_map_reduce_routes_payloads_and_returns_results_in_reducer_order(spark_local: SparkExecutor) -> None:
