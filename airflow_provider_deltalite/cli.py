@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
+import math
 import sys
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -396,6 +396,72 @@ def cmd_vacuum(args: argparse.Namespace) -> None:
         print(f"  no log entries committed, executor {stats.executor}")
 
 
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds: {text}")
+    return value
+
+
+def change_line(change: dict[str, Any]) -> str:
+    """One readable line for a commit of `deltalite changes` / `watch` (a `CommitChange.to_dict()`)."""
+    ts = change["timestamp"]
+    when = datetime.fromtimestamp(ts / 1000, UTC).isoformat(timespec="seconds") if ts is not None else "-"
+    line = f"{change['version']:>8}  {change['kind']:<11}  {change['operation'] or '-':<18}  {when}"
+    if change["kind"] == "data":
+        rows = "?" if change["added_rows"] is None else change["added_rows"]
+        line += (
+            f"  +{change['added_files']} files ({rows} rows, {_human_size(change['added_bytes'])})"
+            f"  -{change['removed_files']} files"
+        )
+    return line
+
+
+def cmd_changes(args: argparse.Namespace) -> None:
+    changes = _open(args).changes(since=args.since, until=args.until)
+    doc = changes.to_dict(all_kinds=args.all_kinds)
+    if args.json:
+        return _print_json(doc)
+    for change in doc["versions"]:
+        print(change_line(change))
+    what = "commits" if args.all_kinds else "data-changing commits"
+    print(
+        f"{len(doc['versions'])} {what} after version {changes.since} ({len(changes.changes)} commits in all); "
+        f"latest version {changes.latest}"
+    )
+
+
+def cmd_watch(args: argparse.Namespace) -> None:
+    """Poll the log and print each data-changing version (every version with --all) as it lands; Ctrl-C stops."""
+    from airflow_provider_deltalite.maintenance.changes import KINDS, counting_kinds, poll_changes
+
+    table = _open(args)
+    since = table.latest_version() if args.since is None else args.since
+    first = table.changes(since=since)  # a missing table or a bad cursor fails here, before anything is printed
+    kinds = KINDS if args.all_kinds else counting_kinds()
+    sys.stderr.write(
+        f"deltalite: watching {table.uri} after version {since} every {args.interval:g} s (Ctrl-C stops)\n"
+    )
+    sys.stderr.flush()
+
+    def show(changes: Any) -> None:
+        for change in changes.changes:
+            if change.kind in kinds:
+                doc = change.to_dict()
+                # one JSON document per line (JSON Lines): the stream has no end to wrap in a single document
+                print(json.dumps(doc, default=json_default) if args.json else change_line(doc), flush=True)
+
+    try:
+        show(first)
+        for changes in poll_changes(table.storage, first.latest, interval=args.interval, table_id=first.table_id):
+            show(changes)
+    except KeyboardInterrupt:
+        return
+
+
 def _has_pandas() -> bool:
     try:
         import pandas  # noqa: F401
@@ -404,48 +470,14 @@ def _has_pandas() -> bool:
     return True
 
 
-DEMO_TABLE = os.path.join("kernel-rs-golden", "dv-partitioned-with-checkpoint", "delta")
-
-
 def cmd_demo(args: argparse.Namespace) -> None:
-    """Copy a corpus table (partitions, deletion vectors, a checkpoint) to a throw-away directory and OPTIMIZE it on
-    a local Spark, checking that every row survives."""
-    import shutil
-    import tempfile
+    """Run the `airflow_provider_deltalite.demo` (``make demo``): a small-file table, the nightly compaction DAG with
+    ``airflow dags test`` on local Spark, and a before/after summary."""
+    from airflow_provider_deltalite.demo import run_demo
 
-    from airflow_provider_deltalite.engine.scan import scan
-    from airflow_provider_deltalite.executors.spark import SparkExecutor
-    from airflow_provider_deltalite.maintenance.optimize import optimize
-
-    source = os.environ.get("DELTALITE_DEMO_TABLE") or os.path.join(
-        os.path.dirname(os.path.abspath(".")), "shared", "corpus", DEMO_TABLE
-    )
-    workdir = tempfile.mkdtemp(prefix="deltalite-demo-")
-    try:
-        path = shutil.copytree(source, os.path.join(workdir, "table"), copy_function=shutil.copyfile)
-        print(f"deltalite {__version__}: OPTIMIZE of a copy of {source} on local Spark\n")
-        args.table, args.version, args.storage_option = path, None, None
-        cmd_describe(args)
-        table = _open(args)
-        before, _ = scan(table.snapshot())
-        print("\nstarting Spark (local[2]) ...")
-        executor = SparkExecutor.start("local[2]", app_name="deltalite demo")
-        try:
-            stats = optimize(table, executor=executor)
-        finally:
-            executor.close()
-        after, _ = scan(table.snapshot())
-        print(json.dumps(stats.to_dict(), indent=2))
-        same = sorted(map(repr, before.to_pylist())) == sorted(map(repr, after.to_pylist()))
-        print(
-            f"\nOPTIMIZE: {stats.num_files_removed} files -> {stats.num_files_added}, "
-            f"{stats.num_deletion_vectors_removed} deletion vectors purged, version {stats.committed_version}; "
-            f"{after.num_rows} rows, identical to before: {'yes' if same else 'NO'}"
-        )
-        if not same:
-            raise SystemExit(1)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+    code = run_demo(args.workdir, keep=args.keep)
+    if code:
+        raise SystemExit(code)
 
 
 def _add_executor_arguments(p: argparse.ArgumentParser) -> None:
@@ -512,7 +544,23 @@ def build_parser() -> argparse.ArgumentParser:
     _add_executor_arguments(p)
     p.set_defaults(func=cmd_vacuum)
 
+    p = sub.add_parser("changes", parents=[common], help="commits after a version, classified (data ones by default)")
+    p.add_argument("table")
+    p.add_argument("--since", type=_non_negative, required=True, help="the last version already seen")
+    p.add_argument("--until", type=_non_negative, help="the newest version to list")
+    p.add_argument("--all", action="store_true", dest="all_kinds", help="every commit, not only data-changing ones")
+    p.set_defaults(func=cmd_changes)
+
+    p = sub.add_parser("watch", parents=[common], help="print data-changing versions as they land (Ctrl-C stops)")
+    p.add_argument("table")
+    p.add_argument("--since", type=_non_negative, help="the last version already seen (default: the latest)")
+    p.add_argument("--interval", type=_positive_seconds, default=5.0, metavar="S", help="seconds between polls (5)")
+    p.add_argument("--all", action="store_true", dest="all_kinds", help="every commit, not only data-changing ones")
+    p.set_defaults(func=cmd_watch)
+
     p = sub.add_parser("demo", parents=[common], help=argparse.SUPPRESS)
+    p.add_argument("--workdir", help="work directory (kept); default: a temporary one, removed at the end")
+    p.add_argument("--keep", action="store_true", help="keep the temporary work directory")
     p.set_defaults(func=cmd_demo)
     return parser
 

@@ -1,4 +1,6 @@
-"""`deltalite optimize` as a subprocess: JSON consistent with the commit, a readable summary, one-line errors."""
+"""`deltalite optimize` as a subprocess: JSON consistent with the commit, a readable summary, one-line errors.
+
+(`deltalite demo`, i.e. `make demo`, runs the nightly compaction DAG: tests/airflow/test_dags_end_to_end.py.)"""
 
 from __future__ import annotations
 
@@ -182,20 +184,3 @@ def test_bad_inputs_are_one_line_and_write_nothing(tmp_path: Path) -> None:
     assert line.startswith(f"deltalite: error: table {ICEBERG}: ") and "icebergCompatV2" in line
     assert tree_state(ICEBERG) == iceberg_state
     assert tree_state(path) == state
-
-
-@pytest.mark.slow
-def test_demo_compacts_a_copy_on_local_spark_and_keeps_every_row() -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "airflow_provider_deltalite", "demo"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=Path(__file__).resolve().parents[1],
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.splitlines()[-1] == (
-        "OPTIMIZE: 12 files -> 7, 2 deletion vectors purged, version 16; 35 rows, identical to before: yes"
-    )
-    source = CORPUS / "kernel-rs-golden/dv-partitioned-with-checkpoint/delta/_delta_log"
-    assert not (source / "00000000000000000016.json").exists()  # the corpus itself is untouched

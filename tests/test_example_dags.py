@@ -1,40 +1,96 @@
-"""Every example DAG parses in a real Airflow (a throw-away AIRFLOW_HOME) without import errors."""
+"""Every example DAG parses in a real Airflow (a throw-away AIRFLOW_HOME): no import errors, at least one DAG, and
+no connection looked up while parsing (Airflow's own rule for example DAGs)."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "example_dags").glob("example_*.py"))
+from airflow_provider_deltalite.demo import airflow_env
 
+EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "example_dags").glob("*.py"))
+
+# Parse each file with its own DagBag in one interpreter, counting connection lookups per file.
 _PARSE = """
 import json, sys
+from airflow.sdk.bases.hook import BaseHook
+from airflow.sdk.definitions.connection import Connection
+calls = []
+def counting(original):
+    def wrapper(*args, **kwargs):
+        calls.append(args[-1] if args else kwargs)
+        return original(*args, **kwargs)
+    return wrapper
+BaseHook.get_connection = classmethod(counting(BaseHook.get_connection.__func__))
+Connection.get = classmethod(counting(Connection.get.__func__))
 from airflow.models import DagBag
-bag = DagBag(dag_folder=sys.argv[1])
-print(json.dumps({"errors": {k: str(v)[:300] for k, v in bag.import_errors.items()}, "dags": sorted(bag.dag_ids)}))
+out = {}
+for path in sys.argv[1:]:
+    calls.clear()
+    bag = DagBag(dag_folder=path)
+    out[path] = {
+        "errors": {k: str(v)[:500] for k, v in bag.import_errors.items()},
+        "dags": sorted(bag.dag_ids),
+        "connection_lookups": len(calls),
+    }
+print(json.dumps(out))
 """
 
 
-@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
-def test_example_dag_parses(path: Path, tmp_path: Path) -> None:
-    env = {
-        **os.environ,
-        "AIRFLOW_HOME": str(tmp_path),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
-    }
+# A DAG file that looks a connection up while parsing: the counter must see it, or a zero proves nothing.
+_PROBE = """
+import datetime as dt
+from airflow.sdk import DAG
+from airflow_provider_deltalite.hooks.deltalite import DeltaLiteHook
+try:
+    DeltaLiteHook("parse_time_lookup").get_storage_options()
+except Exception:
+    pass
+dag = DAG("looks_up", schedule=None, start_date=dt.datetime(2026, 1, 1))
+"""
+
+
+@pytest.fixture(scope="module")
+def parsed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    home = tmp_path_factory.mktemp("airflow_home")
+    probe = home / "probe" / "looks_up.py"
+    probe.parent.mkdir()
+    probe.write_text(_PROBE)
     out = subprocess.run(
-        [sys.executable, "-c", _PARSE, str(path)], env=env, capture_output=True, text=True, timeout=300, check=False
+        [sys.executable, "-c", _PARSE, *map(str, EXAMPLES), str(probe)],
+        env=airflow_env(home, home / "dags"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
-    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
-    assert result == {"errors": {}, "dags": [path.stem]}
+    return {"probe": result.pop(str(probe)), **result}
 
 
-def test_there_are_example_dags() -> None:
-    assert [p.name for p in EXAMPLES] == ["example_deltalite_nightly_compaction.py"]
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_example_dag_parses_without_errors_or_connection_lookups(path: Path, parsed: dict[str, Any]) -> None:
+    result = parsed[str(path)]
+    assert result["errors"] == {}
+    assert len(result["dags"]) >= 1
+    assert result["connection_lookups"] == 0
+
+
+def test_the_examples_are_the_documented_ones(parsed: dict[str, Any]) -> None:
+    dags = {Path(p).name: r["dags"] for p, r in parsed.items() if p != "probe"}
+    assert dags["nightly_compaction.py"] == ["deltalite_nightly_compaction"]
+    assert dags["retention_enforcement.py"] == ["deltalite_retention_enforcement"]
+    assert {"asset_watcher.py", "new_commits_trigger.py", "nightly_compaction.py", "retention_enforcement.py"} <= set(
+        dags
+    )
+
+
+def test_connection_lookups_while_parsing_are_counted(parsed: dict[str, Any]) -> None:
+    assert parsed["probe"]["dags"] == ["looks_up"]
+    assert parsed["probe"]["connection_lookups"] >= 1

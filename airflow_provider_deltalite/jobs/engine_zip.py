@@ -84,6 +84,8 @@ def build_package_zip(dest_dir: str | None = None) -> str:
             return cached
         data, digest = package_zip_bytes()
         os.makedirs(directory, mode=0o700, exist_ok=True)
+        if dest_dir is None:
+            _check_private(directory)
         path = os.path.join(directory, f"{PACKAGE}-{digest[:16]}.zip")
         if not _same_bytes(path, data):
             fd, tmp = tempfile.mkstemp(prefix=".zip-", dir=directory)
@@ -98,6 +100,18 @@ def build_package_zip(dest_dir: str | None = None) -> str:
                 raise
         _cache[directory] = path
         return path
+
+
+def _check_private(directory: str) -> None:
+    """Refuse a shared temp directory someone else owns or can write: they could swap the zip Spark imports."""
+    if not hasattr(os, "getuid"):
+        return
+    info = os.stat(directory)
+    if info.st_uid != os.getuid() or info.st_mode & 0o022:
+        raise PermissionError(
+            f"{directory} is not a private directory of this user (owner uid {info.st_uid}, mode "
+            f"{info.st_mode & 0o777:o}); remove it or pass another directory for the engine zip"
+        )
 
 
 def _same_bytes(path: str, data: bytes) -> bool:

@@ -1,0 +1,101 @@
+"""`OptimizeOperator`: bin-packing compaction of a Delta table's small files, as a PySpark job."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_deltalite.operators.spark_job import (
+    DeltaLiteSparkJobOperator,
+    at_least,
+    optional_text,
+    real_number,
+    whole_number,
+)
+
+if TYPE_CHECKING:
+    from airflow_provider_deltalite.engine import DeltaTable
+
+
+class OptimizeOperator(DeltaLiteSparkJobOperator):
+    """Compact the small files of a Delta table (OPTIMIZE); returns OptimizeStats as a dict (XCom).
+
+    The files below ``min_file_size`` in each partition are packed into bins of at most ``target_size`` and each
+    bin is rewritten as one file on Spark; the commit has ``dataChange=false``, so readers, streaming consumers and
+    `NewVersionSensor` ignore it. See `DeltaLiteSparkJobOperator` for the table, connection and Spark arguments.
+
+    Args:
+        where: a predicate on partition columns choosing the partitions, e.g. ``"date = '{{ ds }}'"`` (templated).
+        target_size: the largest output file in bytes (default ``delta.targetFileSize``, else 1 GiB) (templated).
+        min_file_size: files below this many bytes are compacted (default: as target_size) (templated).
+        batch_size: input bytes per commit; unset means one commit (templated).
+        max_deleted_rows_ratio: files whose deletion vector removes more than this share of rows are rewritten too
+            (default 0.05) (templated).
+        min_small_files: do nothing (and start no JVM) unless the plan compacts at least this many files; the
+            returned stats are then the plan's (``dryRun: true``) with ``skippedReason`` saying why (templated).
+
+    Example:
+        >>> OptimizeOperator(task_id="compact", table_uri="s3://lake/events", deltalite_conn_id="lake",
+        ...                  where="date = '{{ ds }}'", min_small_files=20)  # doctest: +SKIP
+    """
+
+    command = "optimize"
+    template_fields: Sequence[str] = (
+        *DeltaLiteSparkJobOperator.template_fields,
+        "where",
+        "target_size",
+        "min_file_size",
+        "batch_size",
+        "max_deleted_rows_ratio",
+        "min_small_files",
+    )
+
+    def __init__(
+        self,
+        *,
+        where: str | None = None,
+        target_size: int | str | None = None,
+        min_file_size: int | str | None = None,
+        batch_size: int | str | None = None,
+        max_deleted_rows_ratio: float | str | None = None,
+        min_small_files: int | str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.where = where
+        self.target_size = target_size
+        self.min_file_size = min_file_size
+        self.batch_size = batch_size
+        self.max_deleted_rows_ratio = max_deleted_rows_ratio
+        self.min_small_files = min_small_files
+
+    def _options(self, table_uri: str | None) -> dict[str, Any]:
+        return {
+            "where": optional_text(self.where),
+            "target_size": whole_number("target_size", self.target_size, table_uri),
+            "min_file_size": whole_number("min_file_size", self.min_file_size, table_uri),
+            "batch_size": whole_number("batch_size", self.batch_size, table_uri),
+            "max_deleted_rows_ratio": real_number("max_deleted_rows_ratio", self.max_deleted_rows_ratio, table_uri),
+        }
+
+    def job_arguments(self, table_uri: str) -> list[str]:
+        options = self._options(table_uri)
+        at_least("min_small_files", whole_number("min_small_files", self.min_small_files, table_uri), 0, table_uri)
+        args: list[str] = []
+        for key, value in options.items():
+            if value is not None:
+                args.append(f"--{key.replace('_', '-')}={value}")
+        return args
+
+    def has_threshold(self) -> bool:
+        return optional_text(self.min_small_files) is not None
+
+    def plan(self, table: DeltaTable) -> tuple[dict[str, Any], str | None] | None:
+        stats = table.optimize(dry_run=True, **self._options(table.uri)).to_dict()
+        files = stats["numFilesRemoved"]
+        threshold = whole_number("min_small_files", self.min_small_files, table.uri) or 0
+        if files == 0:
+            return stats, "nothing to compact"
+        if files < threshold:
+            return stats, f"{files} files to compact, fewer than min_small_files={threshold}"
+        return None

@@ -1,0 +1,434 @@
+"""`DeltaLiteSparkJobOperator`: the SparkSubmitOperator that runs one deltalite maintenance job.
+
+What it adds to the Spark provider's operator, shared by `OptimizeOperator`, `ZOrderOperator` and `VacuumOperator`:
+
+- the application is the job entry point (`airflow_provider_deltalite/jobs/spark_job.py`), and ``--py-files`` the
+  engine zip built from the installed package, cached by content hash (`jobs.engine_zip.build_package_zip`);
+- the table URI and storage options come from a ``deltalite`` connection (`DeltaLiteHook`); credentials reach the
+  driver only through the spark-submit process environment (local and client mode) or a file readable only by this
+  user, shipped with ``--files`` and deleted afterwards (cluster mode): never through the command line;
+- before a JVM starts, the operation is planned in this process (a dry run of the same maintenance function): bad
+  arguments fail in a second with the engine's error, and when there is nothing worth doing the plan's stats are
+  returned without starting Spark;
+- the job writes its stats JSON to a result location (a private temp file when the driver runs here, ``result_uri``
+  in cluster mode) which the operator reads, deletes and returns as a plain dict (XCom ``return_value``);
+- a failed job fails the task with one line: the driver's ``deltalite: error: ...`` when it printed one.
+
+Retries are safe: every run plans from the newest snapshot, so a retry after a committed OPTIMIZE finds nothing to
+compact, and a retried VACUUM deletes what is still there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.providers.common.compat.sdk import mask_secret
+
+from airflow_provider_deltalite.engine.errors import DeltaLiteError, InvalidArgument, redact_uri
+from airflow_provider_deltalite.engine.storage import normalize_table_uri
+from airflow_provider_deltalite.hooks.deltalite import DeltaLiteHook, InvalidConnection
+from airflow_provider_deltalite.hooks.spark_submit import (
+    DEFAULT_SPARK_CONN_ID,
+    ERROR_PREFIX,
+    DeltaLiteSparkSubmitHook,
+)
+from airflow_provider_deltalite.jobs import spark_job
+from airflow_provider_deltalite.jobs.engine_zip import build_package_zip
+
+if TYPE_CHECKING:
+    from airflow.providers.common.compat.sdk import Context
+
+    from airflow_provider_deltalite.engine import DeltaTable
+
+JOB_FILE = str(Path(spark_job.__file__).resolve())
+STORAGE_OPTIONS_ENV = spark_job.STORAGE_OPTIONS_ENV
+# Dry-run file lists are capped in XCom: it lives in the metadata database.
+XCOM_FILE_LIST_LIMIT = 1000
+_EXIT_CODE = re.compile(r"Error code is: (-?\d+)")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._=-]+")
+
+
+class DeltaLiteJobFailed(DeltaLiteError):
+    """The Spark job of a deltalite operator failed: ``table ...: <command> job failed: <problem>``, where the problem
+    is the driver's one-line error when it printed one, otherwise spark-submit's exit code and last line of output."""
+
+
+# -- rendered template values ------------------------------------------------------------------------------------
+# Jinja renders to strings unless the DAG renders native objects, so every templated value is converted here, with
+# one error naming the argument. Ranges are the engine's to check (in the dry run), so its messages stay the only ones.
+
+
+def optional_text(value: Any) -> str | None:
+    """A string argument; None, "" and a rendered "None" mean unset."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    return None if text in ("", "None") else text
+
+
+def whole_number(name: str, value: Any, table_uri: str | None) -> int | None:
+    """An integer argument (an int, or a string or float holding one); None/""/"None" mean unset."""
+    if isinstance(value, bool):
+        raise InvalidArgument(f"{name} must be a whole number, got {value!r}", table_uri)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    text = optional_text(value)
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise InvalidArgument(f"{name} must be a whole number, got {text!r}", table_uri) from None
+
+
+def real_number(name: str, value: Any, table_uri: str | None) -> float | None:
+    """A number argument; None/""/"None" mean unset."""
+    if isinstance(value, bool):
+        raise InvalidArgument(f"{name} must be a number, got {value!r}", table_uri)
+    if isinstance(value, int | float):
+        return float(value)
+    text = optional_text(value)
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise InvalidArgument(f"{name} must be a number, got {text!r}", table_uri) from None
+
+
+def flag(name: str, value: Any, table_uri: str | None) -> bool:
+    """A boolean argument: a bool, or a rendered "true"/"false" (any case)."""
+    if isinstance(value, bool):
+        return value
+    text = optional_text(value)
+    if text is not None and text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    raise InvalidArgument(f"{name} must be true or false, got {value!r}", table_uri)
+
+
+def at_least(name: str, value: int | float | None, minimum: float, table_uri: str | None) -> None:
+    """Range check of an operator-only argument (thresholds the engine does not know)."""
+    if value is not None and value < minimum:
+        raise InvalidArgument(f"{name} must be at least {minimum:g}, got {value!r}", table_uri)
+
+
+def result_name(context: Mapping[str, Any]) -> str:
+    """A result file name unique to the task instance and stable across its tries (a resumed job finds it)."""
+    ti = context.get("ti")
+    parts = [
+        getattr(ti, "dag_id", None) or "dag",
+        getattr(ti, "run_id", None) or "run",
+        getattr(ti, "task_id", None) or "task",
+    ]
+    map_index = getattr(ti, "map_index", -1)
+    if isinstance(map_index, int) and map_index >= 0:
+        parts.append(str(map_index))
+    return "/".join(_UNSAFE.sub("_", str(p)) for p in parts) + ".json"
+
+
+class DeltaLiteSparkJobOperator(SparkSubmitOperator):
+    """Base of the deltalite operators: runs ``spark_job.py <command>`` on a table with spark-submit.
+
+    Args:
+        table_uri: the table: an absolute path or URI, or a path relative to the connection's base URI (templated).
+        deltalite_conn_id: the ``deltalite`` connection with the base URI and storage credentials; None (default)
+            uses the table URI as given with the environment's credentials (templated).
+        spark_conn_id: the Spark connection (default ``spark_default``: ``local[*]`` when it is not defined).
+        result_uri: where the job writes its stats in cluster deploy mode, a location the driver and this worker
+            both reach (``s3://bucket/deltalite-results``); the file is read and deleted. Unset in local and client
+            mode: a private temp file is used (templated).
+        preflight: plan in this process before starting Spark (default True): bad arguments fail at once, and
+            "nothing to do" is decided without a JVM. Turn off only for tables whose snapshot is too big for the
+            worker (a skip threshold still plans in process: it asks for exactly that).
+        pyspark_python: the Python that executors run (``PYSPARK_PYTHON`` and ``spark.pyspark.python``), e.g.
+            ``./environment/bin/python`` with a packed virtualenv in ``archives``; default: this interpreter for a
+            local or standalone master, the cluster's default otherwise.
+        engine_zip_dir: where the engine zip is cached (default: a private directory under the temp dir).
+        **kwargs: SparkSubmitOperator's arguments (``conf``, ``executor_memory``, ``archives``, ``deploy_mode``...)
+            and BaseOperator's. ``application``, ``application_args`` and ``conn_id`` are set by the operator.
+    """
+
+    command: ClassVar[str] = ""
+    template_fields: Sequence[str] = (
+        *SparkSubmitOperator.template_fields,
+        "table_uri",
+        "deltalite_conn_id",
+        "spark_conn_id",
+        "result_uri",
+    )
+    ui_color = "#00add4"
+
+    def __init__(
+        self,
+        *,
+        table_uri: str | None = None,
+        deltalite_conn_id: str | None = None,
+        spark_conn_id: str = DEFAULT_SPARK_CONN_ID,
+        result_uri: str | None = None,
+        preflight: bool = True,
+        pyspark_python: str | None = None,
+        engine_zip_dir: str | None = None,
+        name: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        for reserved in ("application", "application_args", "conn_id"):
+            if reserved in kwargs:
+                hint = " (use spark_conn_id)" if reserved == "conn_id" else ""
+                raise TypeError(f"{type(self).__name__} sets {reserved} itself{hint}")
+        super().__init__(
+            application=JOB_FILE, conn_id=spark_conn_id, name=name or f"deltalite-{self.command}", **kwargs
+        )
+        self.table_uri = table_uri
+        self.deltalite_conn_id = deltalite_conn_id
+        self.spark_conn_id = spark_conn_id
+        self.result_uri = result_uri
+        self.preflight = preflight
+        self.pyspark_python = pyspark_python
+        self.engine_zip_dir = engine_zip_dir
+        self.resolved_table_uri: str | None = None
+        self.stats: dict[str, Any] | None = None
+        self._storage_options: dict[str, Any] = {}
+        self._job_arguments: list[str] = []
+        self._scratch: str | None = None
+        self._result: str | None = None
+        self._context: Mapping[str, Any] = {}
+
+    # -- what subclasses provide --------------------------------------------------------------------------------
+
+    def job_arguments(self, table_uri: str) -> list[str]:
+        """The job's subcommand options from the (rendered) operator arguments; raises InvalidArgument."""
+        raise NotImplementedError
+
+    def plan(self, table: DeltaTable) -> tuple[dict[str, Any], str | None] | None:
+        """Plan in process: ``(stats, reason)`` to return without starting Spark (``reason`` None when the plan
+        itself is the answer, e.g. a dry run), or None to run the job."""
+        return None
+
+    def has_threshold(self) -> bool:
+        """True when a skip threshold is set: `plan` then runs even with ``preflight=False``."""
+        return False
+
+    # -- execution ----------------------------------------------------------------------------------------------
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        """Plan, then (if there is work) submit the job, and return its stats as a plain dict."""
+        uri = self.resolve(context)
+        if self.preflight or self.has_threshold():
+            from airflow_provider_deltalite.engine import DeltaTable
+
+            decided = self.plan(DeltaTable(uri, storage_options=self._storage_options))
+            if decided is not None:
+                return self._finish(*decided)
+        try:
+            try:
+                super().execute(context)
+            except DeltaLiteError:
+                raise
+            except Exception as exc:
+                raise self._failure(exc) from None
+            stats = self._read_result()
+        finally:
+            self._cleanup()
+        return self._finish(stats, None)
+
+    def resolve(self, context: Context) -> str:
+        """Read the connection and the rendered arguments (no Spark yet); returns the table URI.
+
+        Raises:
+            InvalidConnection: the deltalite connection is missing or malformed.
+            InvalidArgument: an argument does not convert to its type.
+        """
+        self._hook = None  # every execution resolves the Spark connection afresh
+        self._context = context
+        self._conn_id = optional_text(self.spark_conn_id) or DEFAULT_SPARK_CONN_ID
+        hook = DeltaLiteHook(optional_text(self.deltalite_conn_id))
+        uri = hook.resolve_table_uri(optional_text(self.table_uri))
+        self.resolved_table_uri = uri
+        self._storage_options = hook.get_storage_options(uri)
+        self._job_arguments = self.job_arguments(uri)
+        return uri
+
+    def _get_hook(self) -> DeltaLiteSparkSubmitHook:
+        """The Spark provider's hook arguments, plus the engine zip, the job arguments and the credentials route."""
+        zip_path = build_package_zip(self.engine_zip_dir)
+        hook = DeltaLiteSparkSubmitHook(
+            conf=self.conf,
+            conn_id=self._conn_id,
+            files=self.files,
+            py_files=",".join(p for p in (zip_path, self.py_files) if p),
+            archives=self._archives,
+            driver_class_path=self.driver_class_path,
+            jars=self.jars,
+            java_class=self._java_class,
+            packages=self.packages,
+            exclude_packages=self.exclude_packages,
+            repositories=self._repositories,
+            total_executor_cores=self._total_executor_cores,
+            executor_cores=self._executor_cores,
+            executor_memory=self._executor_memory,
+            driver_memory=self._driver_memory,
+            keytab=self.keytab,
+            principal=self.principal,
+            proxy_user=self.proxy_user,
+            name=self.name,
+            num_executors=self._num_executors,
+            status_poll_interval=self._status_poll_interval,
+            application_args=None,
+            env_vars=self.env_vars,
+            verbose=self._verbose,
+            spark_binary=self._spark_binary,
+            properties_file=self.properties_file,
+            yarn_queue=self._yarn_queue,
+            deploy_mode=self._deploy_mode,
+            use_krb5ccache=self._use_krb5ccache,
+            post_submit_commands=self.post_submit_commands,
+            track_driver_via_k8s_api=self._track_driver_via_k8s_api,
+            yarn_track_via_rm_api=self._yarn_track_via_rm_api,
+            yarn_rm_auth=self._yarn_rm_auth,
+            pyspark_python=optional_text(self.pyspark_python),
+        )
+        uri = self.resolved_table_uri
+        self._scratch = tempfile.mkdtemp(prefix="deltalite-job-")  # 0700: results and credentials of this run
+        result_base = optional_text(self.result_uri)
+        if result_base is None and not hook.driver_runs_here:
+            raise InvalidArgument(
+                "cluster deploy mode needs result_uri, a location both the driver and the Airflow worker reach "
+                "(e.g. s3://bucket/deltalite-results)",
+                uri,
+            )
+        self._result = (
+            f"{result_base.rstrip('/')}/{result_name(self._context)}"
+            if result_base
+            else os.path.join(self._scratch, "result.json")
+        )
+        args = [self.command, "--table", uri or "", "--result", self._result, *self._job_arguments]
+        files = self.files
+        process_env: dict[str, str] = {}
+        if self._storage_options:
+            text = json.dumps(self._storage_options)
+            mask_secret(text)
+            if hook.driver_runs_here:
+                process_env[STORAGE_OPTIONS_ENV] = text
+            else:
+                # The driver runs elsewhere: ship a file only this user can read (YARN localises it next to the
+                # driver); it is deleted when the job ends.
+                name = f"deltalite-storage-options-{uuid.uuid4().hex}.json"
+                path = os.path.join(self._scratch, name)
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                    handle.write(text)
+                files = ",".join(p for p in (files, path) if p)
+                args += ["--storage-options-file", name]
+        hook.set_job(args, files, process_env)
+        return hook
+
+    def on_kill(self) -> None:
+        """Stop the Spark application (the whole spark-submit process group, and the driver on a cluster), then
+        delete this run's credentials and result files."""
+        try:
+            if self._hook is not None:
+                super().on_kill()
+        finally:
+            self._cleanup()
+
+    # -- results and failures -----------------------------------------------------------------------------------
+
+    def _result_fs(self, uri: str) -> tuple[Any, str]:
+        import fsspec
+
+        protocol = fsspec.utils.get_protocol(uri)
+        same_store = protocol == fsspec.utils.get_protocol(self.resolved_table_uri or "")
+        return fsspec.core.url_to_fs(uri, **(self._storage_options if same_store else {}))
+
+    def _read_result(self) -> dict[str, Any]:
+        uri = self._result
+        assert uri is not None
+        fs, path = self._result_fs(uri)
+        try:
+            text = fs.cat_file(path).decode("utf-8")
+        except FileNotFoundError:
+            raise DeltaLiteJobFailed(
+                f"the {self.command} job ended without writing its result to {uri}", self.resolved_table_uri
+            ) from None
+        try:
+            fs.rm_file(path)
+        except OSError as exc:
+            self.log.warning("could not delete the job result %s: %s", uri, exc)
+        stats = json.loads(text)
+        if not isinstance(stats, dict):
+            raise DeltaLiteJobFailed(f"the {self.command} job wrote a result that is not a JSON object", None)
+        return stats
+
+    def _failure(self, exc: BaseException) -> DeltaLiteError:
+        hook = self._hook if isinstance(self._hook, DeltaLiteSparkSubmitHook) else None
+        if hook is not None and hook.error_lines:
+            line = hook.error_lines[-1][len(ERROR_PREFIX) :]
+            # The driver names the table as this operator does: keep one "table ...:" prefix, ours.
+            uri = self.resolved_table_uri
+            prefix = f"table {redact_uri(normalize_table_uri(uri))}: " if uri else None
+            if prefix and line.startswith(prefix):
+                line = line[len(prefix) :]
+            return DeltaLiteJobFailed(f"{self.command} job failed: {line}", self.resolved_table_uri)
+        message = str(exc)
+        code = _EXIT_CODE.search(message)
+        if code is not None:
+            last = hook.output_tail[-1] if hook is not None and hook.output_tail else "no output"
+            return DeltaLiteJobFailed(
+                f"{self.command} job failed: spark-submit exited with code {code.group(1)}; last output: {last}",
+                self.resolved_table_uri,
+            )
+        first = message.strip().splitlines()[0] if message.strip() else type(exc).__name__
+        return DeltaLiteJobFailed(f"{self.command} job failed: {first}", self.resolved_table_uri)
+
+    def _cleanup(self) -> None:
+        scratch, self._scratch = self._scratch, None
+        if scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def _finish(self, stats: Mapping[str, Any], reason: str | None) -> dict[str, Any]:
+        out = {k: v for k, v in stats.items() if k != "plan"}
+        for key in ("filesToDelete", "dirsToDelete"):
+            listed = out.get(key)
+            if isinstance(listed, list) and len(listed) > XCOM_FILE_LIST_LIMIT:
+                out[key] = listed[:XCOM_FILE_LIST_LIMIT]
+                out[f"{key}Truncated"] = True
+        out["skippedReason"] = reason
+        self.stats = out
+        if reason is not None:
+            self.log.info("deltalite %s skipped without starting Spark: %s", self.command, reason)
+        return out
+
+    # -- OpenLineage --------------------------------------------------------------------------------------------
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The table as input and output dataset and a ``deltalite`` run facet with the stats (None without the
+        OpenLineage provider)."""
+        from airflow_provider_deltalite.operators.lineage import operator_lineage
+
+        uri = self.resolved_table_uri or optional_text(self.table_uri)
+        if uri is None:
+            return None
+        return operator_lineage(uri, self.command.upper(), self.stats)
+
+
+__all__ = [
+    "DeltaLiteJobFailed",
+    "DeltaLiteSparkJobOperator",
+    "InvalidConnection",
+    "at_least",
+    "flag",
+    "optional_text",
+    "real_number",
+    "whole_number",
+]

@@ -1,0 +1,211 @@
+"""DeltaLiteHook: connection -> table URI, fsspec storage options (every secret masked) and DeltaTable.
+
+Connections come from AIRFLOW_CONN_<ID> variables, as Airflow reads them outside a task; no database is needed.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_deltalite.hooks.deltalite import DeltaLiteHook, InvalidConnection
+
+
+def _connection(monkeypatch: pytest.MonkeyPatch, conn_id: str, **fields: Any) -> None:
+    doc = {"conn_type": "deltalite", **fields}
+    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(doc))
+
+
+def _secret() -> str:
+    return f"secret-{uuid.uuid4().hex}"  # the masker is process-wide: a fresh value per test proves this test masked it
+
+
+def _redacted(text: str) -> str:
+    from airflow.sdk.log import redact
+
+    return redact(text)
+
+
+def test_s3_fields_map_to_s3fs_options_and_every_credential_is_masked(monkeypatch: pytest.MonkeyPatch) -> None:
+    key_id, secret, token, extra_secret = (_secret() for _ in range(4))
+    _connection(
+        monkeypatch,
+        "lake",
+        host="s3://lake/warehouse/",
+        extra={
+            "aws_access_key_id": key_id,
+            "aws_secret_access_key": secret,
+            "aws_session_token": token,
+            "endpoint_url": "http://127.0.0.1:9000",
+            "region_name": "eu-west-1",
+            "storage_options": {"client_kwargs": {"verify": False}, "sse_customer_key": extra_secret},
+        },
+    )
+    hook = DeltaLiteHook("lake")
+    assert hook.get_storage_options() == {
+        "key": key_id,
+        "secret": secret,
+        "token": token,
+        "endpoint_url": "http://127.0.0.1:9000",
+        "client_kwargs": {"region_name": "eu-west-1", "verify": False},
+        "sse_customer_key": extra_secret,
+    }
+    line = f"cmd --conf a={key_id} b={secret} c={token} d={extra_secret} endpoint http://127.0.0.1:9000 eu-west-1"
+    assert _redacted(line) == "cmd --conf a=*** b=*** c=*** d=*** endpoint http://127.0.0.1:9000 eu-west-1"
+
+
+def test_gcs_and_azure_fields_map_to_their_backends(monkeypatch: pytest.MonkeyPatch) -> None:
+    account_key, client_secret = _secret(), _secret()
+    _connection(
+        monkeypatch,
+        "gcs",
+        host="gs://bucket/tables",
+        extra={"gcs_token": json.dumps({"type": "service_account", "private_key": "k"}), "gcs_project": "p1"},
+    )
+    _connection(
+        monkeypatch,
+        "adls",
+        host="abfss://data@acct.dfs.core.windows.net/lake",
+        extra={
+            "azure_account_name": "acct",
+            "azure_account_key": account_key,
+            "azure_tenant_id": "t",
+            "azure_client_id": "c",
+            "azure_client_secret": client_secret,
+        },
+    )
+    assert DeltaLiteHook("gcs").get_storage_options() == {
+        "token": {"type": "service_account", "private_key": "k"},
+        "project": "p1",
+    }
+    assert DeltaLiteHook("adls").get_storage_options() == {
+        "account_name": "acct",
+        "account_key": account_key,
+        "tenant_id": "t",
+        "client_id": "c",
+        "client_secret": client_secret,
+    }
+    assert _redacted(f"{account_key} {client_secret} acct") == "*** *** acct"
+
+
+def test_legacy_prefixed_extra_fields_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = _secret()
+    _connection(
+        monkeypatch,
+        "old",
+        host="s3://b",
+        extra={"extra__deltalite__aws_access_key_id": "AKIAOLDFORM", "extra__deltalite__aws_secret_access_key": secret},
+    )
+    assert DeltaLiteHook("old").get_storage_options() == {"key": "AKIAOLDFORM", "secret": secret}
+
+
+def test_table_uris_resolve_against_the_base_uri(monkeypatch: pytest.MonkeyPatch) -> None:
+    _connection(monkeypatch, "lake", host="s3://lake/warehouse/")
+    hook = DeltaLiteHook("lake")
+    assert hook.base_uri == "s3://lake/warehouse"
+    assert hook.resolve_table_uri("sales/orders") == "s3://lake/warehouse/sales/orders"
+    assert hook.resolve_table_uri("./sales//orders/") == "s3://lake/warehouse/sales/orders"
+    assert hook.resolve_table_uri(None) == "s3://lake/warehouse"
+    assert hook.resolve_table_uri("s3://other/t") == "s3://other/t"
+    assert hook.resolve_table_uri("/abs/path") == "/abs/path"
+    assert DeltaLiteHook(None).resolve_table_uri("file:///x/y") == "file:///x/y"
+    assert DeltaLiteHook(None).get_storage_options() == {}
+
+
+def test_relative_table_without_a_base_uri_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    _connection(monkeypatch, "nobase", extra={})
+    with pytest.raises(InvalidConnection) as err:
+        DeltaLiteHook("nobase").resolve_table_uri("events")
+    assert str(err.value) == (
+        "connection 'nobase': the table URI 'events' is relative and the connection has no base URI (host)"
+    )
+    with pytest.raises(InvalidConnection) as err:
+        DeltaLiteHook(None).resolve_table_uri(None)
+    assert str(err.value) == "no table URI is given and no deltalite connection gives a base URI to join it to"
+
+
+def test_missing_connection_is_one_clear_error() -> None:
+    with pytest.raises(InvalidConnection) as err:
+        DeltaLiteHook("does_not_exist").get_storage_options()
+    assert str(err.value) == (
+        "connection 'does_not_exist': is not defined (add it in the UI, with `airflow connections add`, or as the "
+        "environment variable AIRFLOW_CONN_DOES_NOT_EXIST)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        ({"extra": '{"aws_secret_access_key": "hunter2-SECRET-VALUE",'}, "extra is not valid JSON (line 1, column 50)"),
+        ({"extra": "[1, 2]"}, "extra must be a JSON object, not list"),
+        (
+            {"extra": {"aws_secret_key": "hunter2-SECRET-VALUE"}},
+            "unknown extra field(s) aws_secret_key; put fsspec options under 'storage_options'",
+        ),
+        ({"extra": {"region_name": 5}}, "extra field 'region_name' must be a string, not int"),
+        ({"extra": {"storage_options": "not json"}}, "extra field 'storage_options' is not a JSON object"),
+        ({"extra": {"storage_options": [1]}}, "extra field 'storage_options' must be a JSON object"),
+        ({"host": "relative/base"}, "the base URI (host) must be an absolute path or a URI such as s3://bucket/prefix"),
+        ({"conn_type": "aws"}, "has type 'aws', expected 'deltalite'"),
+        (
+            {"extra": {"aws_access_key_id": "AKIAEXAMPLE1", "azure_account_key": "hunter2-SECRET-VALUE"}},
+            "extra holds fields of several stores (azure, s3) and the URI does not say which one applies",
+        ),
+        (
+            {"host": "s3://b", "extra": {"azure_account_key": "hunter2-SECRET-VALUE"}},
+            "extra field(s) azure_account_key do not apply to a s3 table",
+        ),
+    ],
+)
+def test_malformed_connection_is_one_line_naming_the_field_never_a_value(
+    monkeypatch: pytest.MonkeyPatch, fields: dict[str, Any], problem: str
+) -> None:
+    doc = {"conn_type": "deltalite", **fields}
+    monkeypatch.setenv("AIRFLOW_CONN_BROKEN", json.dumps(doc))
+    with pytest.raises(InvalidConnection) as err:
+        DeltaLiteHook("broken").get_storage_options()
+    assert str(err.value) == f"connection 'broken': {problem}"
+    assert "hunter2" not in str(err.value)
+
+
+def test_get_table_opens_the_resolved_table_with_the_options(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from airflow_provider_deltalite.demo import create_small_file_table
+
+    create_small_file_table(str(tmp_path / "events"), files=3, rows_per_file=10)
+    _connection(monkeypatch, "local", host=str(tmp_path), extra={"storage_options": {"auto_mkdir": True}})
+    table = DeltaLiteHook("local").get_table("events")
+    assert table.uri.rstrip("/").endswith(str(tmp_path / "events"))
+    assert table.storage._options == {"auto_mkdir": True}
+    assert table.snapshot().version == 3
+    assert DeltaLiteHook("local").test_connection() == (True, f"connection is valid; {tmp_path} is reachable")
+    _connection(monkeypatch, "gone", host=str(tmp_path / "missing"))
+    ok, message = DeltaLiteHook("gone").test_connection()
+    assert ok is False and "missing" in message and "\n" not in message
+
+
+def test_form_metadata_of_older_uis_is_the_provider_info_one() -> None:
+    from airflow_provider_deltalite import get_provider_info
+
+    conn_type = get_provider_info()["connection-types"][0]
+    behaviour = DeltaLiteHook.get_ui_field_behaviour()
+    assert behaviour == {
+        "hidden_fields": conn_type["ui-field-behaviour"]["hidden-fields"],
+        "relabeling": conn_type["ui-field-behaviour"]["relabeling"],
+        "placeholders": conn_type["ui-field-behaviour"]["placeholders"],
+    }
+    assert behaviour["hidden_fields"] == ["schema", "login", "password", "port"]
+    secret_fields = sorted(k for k, v in conn_type["conn-fields"].items() if v["schema"].get("format") == "password")
+    assert secret_fields == [
+        "aws_access_key_id",
+        "aws_secret_access_key",
+        "aws_session_token",
+        "azure_account_key",
+        "azure_client_secret",
+        "azure_connection_string",
+        "azure_sas_token",
+        "gcs_token",
+    ]
