@@ -2,18 +2,7 @@
 
 from __future__ import annotations
 
-import os
-import sys
-
 __version__ = "0.1.0"
-
-if "pyarrow" not in sys.modules:
-    # pyarrow allocates through mimalloc, which by default keeps freed pages committed for a while and commits whole
-    # arenas up front: a rewrite that frees one row group and allocates the next then holds both in RSS. Returning
-    # freed memory at once costs little here (large, short-lived buffers) and keeps a task's RSS near what it uses.
-    # Only when pyarrow is not loaded yet (mimalloc reads these once), and a value the user set wins.
-    os.environ.setdefault("MIMALLOC_PURGE_DELAY", "0")
-    os.environ.setdefault("MIMALLOC_ARENA_EAGER_COMMIT", "0")
 
 PACKAGE_NAME = "airflow-provider-deltalite"
 INTEGRATION = "Delta Lake (deltalite)"

@@ -396,9 +396,6 @@ def _print_profile(main_prof: Any, worker_profs: list[Any], wall: float) -> None
 
 
 def child_run(kind: str, arg: str, path: str, out_dir: str, profile: bool) -> dict[str, Any]:
-    if kind in ("local", "spark"):
-        # deltalite first, as the CLI and the Spark job load it: it sets up pyarrow's allocator before pyarrow loads
-        import airflow_provider_deltalite  # noqa: F401
     import pyarrow as pa
 
     # pyarrow's one-time first use (imports pandas) stays out of the timings, as in snapshot_load.py
