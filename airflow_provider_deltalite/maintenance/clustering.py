@@ -51,7 +51,7 @@ from airflow_provider_deltalite.maintenance.curves import (
 )
 
 DEFAULT_SAMPLE_ROWS = 200_000
-DEFAULT_RUN_BYTES = 32 * 1024 * 1024
+DEFAULT_RUN_BYTES = 16 * 1024 * 1024
 # Parquet data files decode to roughly this many times their size in Arrow memory (a conservative estimate).
 _DECODED_PER_FILE_BYTE = 3
 _TAKE_ROWS = 262_144
@@ -344,3 +344,7 @@ class RunSpill:
             del table, keys
             for start in range(0, len(order), _TAKE_ROWS):
                 yield rows.take(pa.array(order[start : start + _TAKE_ROWS]))
+            del rows, order
+            # A sorted run is the largest allocation of the task: have the allocator give it back now rather than keep
+            # it cached next to the following run's (mimalloc otherwise holds freed pages for a while).
+            pa.default_memory_pool().release_unused()
