@@ -574,11 +574,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DeltaLiteError as exc:
         sys.stderr.write(f"deltalite: error: {exc}\n")
         return EXIT_ERROR
+    except BrokenPipeError:  # the reader went away (`| head`): not an error; before OSError, its base class
+        return 0
     except (ValueError, OSError) as exc:
         sys.stderr.write(f"deltalite: error: {' '.join(str(exc).split())}\n")
         return EXIT_ERROR
-    except BrokenPipeError:
-        return 0
     return 0
 
 

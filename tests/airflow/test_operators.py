@@ -252,11 +252,19 @@ def test_openlineage_names_and_run_facet() -> None:
         "operation": "VACUUM",
         "stats": {"numFilesToDelete": 3},
     }
-    # The OpenLineage provider is not installed here: the operator then reports no lineage instead of failing.
-    with pytest.raises(ImportError):
-        import airflow.providers.openlineage  # noqa: F401
-    op = OptimizeOperator(task_id="o", table_uri="/data/events")
-    assert op.get_openlineage_facets_on_complete(None) is None
+    from openlineage.client.serde import Serde
+
+    op = OptimizeOperator(task_id="o", table_uri="s3://lake/warehouse/events")
+    op.stats = {"numFilesAdded": 2, "numFilesRemoved": 12, "plan": [{"bin": 1}]}
+    lineage = op.get_openlineage_facets_on_complete(None)
+    assert [(d.namespace, d.name) for d in lineage.inputs] == [("s3://lake", "warehouse/events")]
+    assert [(d.namespace, d.name) for d in lineage.outputs] == [("s3://lake", "warehouse/events")]
+    facet = Serde.to_dict(lineage.run_facets["deltalite"])
+    assert {k: v for k, v in facet.items() if not k.startswith("_")} == {
+        "operation": "OPTIMIZE",
+        "stats": {"numFilesAdded": 2, "numFilesRemoved": 12},
+    }
+    assert OptimizeOperator(task_id="p").get_openlineage_facets_on_complete(None) is None  # no table, no lineage
 
 
 # -- spark-submit on local Spark ----------------------------------------------------------------------------------
