@@ -8,7 +8,7 @@ by a byte search and parsed one by one, so the cost per file action stays in Arr
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,6 +66,26 @@ def _clean_commit_bytes(data: bytes) -> bytes:
     if data and not data.endswith(b"\n"):
         data += b"\n"
     return data
+
+
+def commit_lines(version: int, data: bytes, table_uri: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The actions of a commit file one line at a time: ``(line number, action object)``, blank lines skipped.
+
+    Raises:
+        CorruptLog: a line is not valid JSON or not a JSON object (the version and line are named).
+    """
+    for line_no, line in enumerate(data.split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            raise CorruptLog(
+                f"commit {version} line {line_no} is not valid JSON (truncated or corrupt commit file)", table_uri
+            ) from None
+        if not isinstance(obj, dict):
+            raise CorruptLog(f"commit {version} line {line_no} is not a JSON object", table_uri)
+        yield line_no, obj
 
 
 def _strip_blank_lines(data: bytes) -> bytes:
@@ -206,17 +226,7 @@ def _parse_commits_slowly(
     remove_order: tuple[list[int], list[int]] = ([], [])
     seq = seq_base
     for version, data in contents:
-        for line_no, line in enumerate(data.split(b"\n"), start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except ValueError:
-                raise CorruptLog(
-                    f"commit {version} line {line_no} is not valid JSON (truncated or corrupt commit file)", table_uri
-                ) from None
-            if not isinstance(obj, dict):
-                raise CorruptLog(f"commit {version} line {line_no} is not a JSON object", table_uri)
+        for line_no, obj in commit_lines(version, data, table_uri):
             for name, target, order in ((A.ADD, adds, add_order), (A.REMOVE, removes, remove_order)):
                 if name in obj:
                     action = obj[name]

@@ -295,11 +295,11 @@ class SparkExecutor:
                 if len(pending) >= slots:
                     done, pending = wait(pending, return_when=FIRST_COMPLETED)
                     for future in done:
-                        yield from self._unpack(future, label)
+                        yield from self._unpack(future.result, label)
             while pending:
                 done, pending = wait(pending, return_when=FIRST_COMPLETED)
                 for future in done:
-                    yield from self._unpack(future, label)
+                    yield from self._unpack(future.result, label)
         finally:
             if pending:
                 for future in pending:
@@ -339,14 +339,10 @@ class SparkExecutor:
         )
         reduced = shuffled.mapPartitionsWithIndex(functools.partial(_reduce_side, reduce_fn))
         sc.setJobDescription(f"deltalite {label}: {len(items)} map tasks, {num_reducers} reduce tasks")
-        done: Future[list[tuple[int, Any]]] = Future()
         try:
-            done.set_result(reduced.collect())
-        except Exception as exc:
-            done.set_exception(exc)
+            return list(self._unpack(reduced.collect, label))
         finally:
             sc.setJobDescription(None)
-        return list(self._unpack(done, label))
 
     def close(self) -> None:
         """Stop the session if `start` created it; a wrapped session is left running for its owner."""
@@ -364,9 +360,10 @@ class SparkExecutor:
             raise ExecutorError(f"the Spark executor for {redact_uri(self.master)} is closed or its context stopped")
         return sc
 
-    def _unpack(self, future: Future[list[tuple[int, Any]]], label: str) -> Iterator[Any]:
+    def _unpack(self, records_of: Callable[[], list[tuple[int, Any]]], label: str) -> Iterator[Any]:
+        """The values of the (status, value) records ``records_of()`` returns; errors raised as `map` documents."""
         try:
-            records = future.result()
+            records = records_of()
         except Exception as exc:
             if not _is_spark_error(exc):
                 raise

@@ -25,7 +25,7 @@ from typing import Any
 
 from airflow_provider_deltalite.engine import actions as A
 from airflow_provider_deltalite.engine.errors import CorruptLog
-from airflow_provider_deltalite.engine.replay import _clean_commit_bytes
+from airflow_provider_deltalite.engine.replay import _clean_commit_bytes, commit_lines
 
 log = logging.getLogger(__name__)
 
@@ -153,18 +153,8 @@ def parse_commit(version: int, data: bytes, table_uri: str | None, file_time: Ca
     table_id: str | None = None
     info: Mapping[str, Any] = {}
     lines = 0
-    for line_no, line in enumerate(data.split(b"\n"), start=1):
-        if not line.strip():
-            continue
+    for line_no, obj in commit_lines(version, data, table_uri):
         lines += 1
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            raise CorruptLog(
-                f"commit {version} line {line_no} is not valid JSON (truncated or corrupt commit file)", table_uri
-            ) from None
-        if not isinstance(obj, dict):
-            raise CorruptLog(f"commit {version} line {line_no} is not a JSON object", table_uri)
         for name, action in obj.items():
             if name in (A.ADD, A.REMOVE):
                 if not isinstance(action, dict) or not isinstance(action.get("path"), str):

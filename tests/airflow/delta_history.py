@@ -40,3 +40,20 @@ def commit_facts(path: Path, version: int) -> dict[str, Any]:
         "added_files": len(adds),
         "added_bytes": sum(a["size"] for a in adds),
     }
+
+
+def expected_payload(path: Path, baseline: int, versions: list[int], skipped: list[dict], rows: int) -> dict[str, Any]:
+    """The sensor/trigger payload for data commits ``versions`` after ``baseline``, built from the log's own JSON."""
+    facts = [commit_facts(path, v) for v in versions]
+    return {
+        "table_uri": str(path),
+        "baseline_version": baseline,
+        "version": versions[-1],
+        "versions": versions,
+        "skipped": skipped,
+        "operations": [f["operation"] for f in facts],
+        "added_files": sum(f["added_files"] for f in facts),
+        "added_rows": rows,
+        "added_bytes": sum(f["added_bytes"] for f in facts),
+        "timestamp": facts[-1]["timestamp"],
+    }

@@ -24,7 +24,7 @@ from airflow_provider_deltalite.engine.errors import InvalidArgument, TableNotFo
 from airflow_provider_deltalite.sensors.new_version import NewVersionSensor, version_as_of
 from airflow_provider_deltalite.triggers.new_version import NewVersionTrigger, error_event
 from tests.airflow.conftest import EXAMPLE_DAGS, AirflowHome
-from tests.airflow.delta_history import append, commit_facts, optimize
+from tests.airflow.delta_history import append, expected_payload, optimize
 
 SENSOR_DAGS = Path(__file__).resolve().parent / "sensor_dags"
 TRIGGER_PATH = "airflow_provider_deltalite.triggers.new_version.NewVersionTrigger"
@@ -32,22 +32,6 @@ TRIGGER_PATH = "airflow_provider_deltalite.triggers.new_version.NewVersionTrigge
 
 def _sensor(**kwargs: Any) -> NewVersionSensor:
     return NewVersionSensor(task_id="wait", **{"table_uri": "/t", **kwargs})
-
-
-def _payload(path: Path, baseline: int, versions: list[int], skipped: list[dict], rows: int) -> dict[str, Any]:
-    facts = [commit_facts(path, v) for v in versions]
-    return {
-        "table_uri": str(path),
-        "baseline_version": baseline,
-        "version": versions[-1],
-        "versions": versions,
-        "skipped": skipped,
-        "operations": [f["operation"] for f in facts],
-        "added_files": sum(f["added_files"] for f in facts),
-        "added_rows": rows,
-        "added_bytes": sum(f["added_bytes"] for f in facts),
-        "timestamp": facts[-1]["timestamp"],
-    }
 
 
 # -- arguments ----------------------------------------------------------------------------------------------------
@@ -91,7 +75,7 @@ def test_templates_render_the_table_and_a_version_from_an_upstream_xcom(tmp_path
     sensor = _sensor(table_uri="{{ params.table }}", after_version="{{ upstream['version'] }}")
     sensor.render_template_fields({"params": {"table": str(tmp_path / "t")}, "upstream": {"version": 0}})
     assert (sensor.table_uri, sensor.after_version) == (str(tmp_path / "t"), "0")
-    assert sensor.execute({}) == _payload(tmp_path / "t", 0, [1], [], rows=2)
+    assert sensor.execute({}) == expected_payload(tmp_path / "t", 0, [1], [], rows=2)
 
 
 # -- deferral -------------------------------------------------------------------------------------------------------
@@ -122,7 +106,7 @@ def test_deferrable_pokes_once_then_defers_to_the_trigger_with_the_baseline_fixe
     assert (deferred.value.method_name, deferred.value.timeout) == ("execute_complete", timedelta(seconds=30))
     # data already there: no deferral, the payload at once
     append(table, [3, 4])
-    assert sensor.execute({}) == _payload(table, 1, [3], [{"version": 2, "kind": "rearrange"}], rows=2)
+    assert sensor.execute({}) == expected_payload(table, 1, [3], [{"version": 2, "kind": "rearrange"}], rows=2)
 
 
 def test_a_missing_table_defers_from_before_its_first_commit(tmp_path: Path) -> None:
@@ -351,12 +335,12 @@ def test_poke_mode_fires_on_the_data_commit_not_the_optimize_and_chains_a_baseli
     assert calls[0] == ("execute", None, None) and calls[-1] == ("poke", True, 1)
     assert set(calls[1:-1]) == {("poke", False, 1)}
     assert _received(sensor_runs, "sensor_poke") == [
-        _payload(table, 1, [3], [{"version": 2, "kind": "rearrange"}], rows=3)
+        expected_payload(table, 1, [3], [{"version": 2, "kind": "rearrange"}], rows=3)
     ]
     # The second sensor's after_version rendered from the first one's XCom ("3") and fired on version 4 only.
     more = _sensor_calls(sensor_runs, "sensor_poke", "wait_more")
     assert more[0] == ("execute", None, None) and more[-1] == ("poke", True, 3)
-    assert _received(sensor_runs, "sensor_poke", "received_more") == [_payload(table, 3, [4], [], rows=1)]
+    assert _received(sensor_runs, "sensor_poke", "received_more") == [expected_payload(table, 3, [4], [], rows=1)]
 
 
 @pytest.mark.slow
@@ -369,12 +353,12 @@ def test_reschedule_mode_derives_the_same_baseline_in_every_poke(sensor_runs: di
     assert len(calls) >= 4 and calls[-2:] == [("execute", None, None), ("poke", True, 1)]
     assert calls[:-2] == [("execute", None, None), ("poke", False, 1)] * (len(calls) // 2 - 1)
     assert _received(sensor_runs, "sensor_reschedule") == [
-        _payload(table, 1, [3], [{"version": 2, "kind": "rearrange"}], rows=3)
+        expected_payload(table, 1, [3], [{"version": 2, "kind": "rearrange"}], rows=3)
     ]
 
 
 @pytest.mark.slow
-def test_deferrable_mode_waits_in_the_trigger_and_returns_the_same_payload(sensor_runs: dict[str, Any]) -> None:
+def test_deferrable_mode_waits_in_the_trigger_and_returns_the_sameexpected_payload(sensor_runs: dict[str, Any]) -> None:
     table = sensor_runs["tables"]["deferrable"]
     assert sensor_runs["results"]["sensor_deferrable"]["state"] == "success"
     # One poke in execute (version 2 is an OPTIMIZE: nothing yet), then the trigger until version 3.
@@ -384,7 +368,7 @@ def test_deferrable_mode_waits_in_the_trigger_and_returns_the_same_payload(senso
         ("execute_complete", None, None),
     ]
     assert _received(sensor_runs, "sensor_deferrable") == [
-        _payload(table, 1, [3], [{"version": 2, "kind": "rearrange"}], rows=3)
+        expected_payload(table, 1, [3], [{"version": 2, "kind": "rearrange"}], rows=3)
     ]
 
 
@@ -394,7 +378,9 @@ def test_a_table_created_after_the_run_started_counts_from_version_0(sensor_runs
     calls = _sensor_calls(sensor_runs, "sensor_missing")
     assert calls[1] == ("poke", False, None)  # no table yet: waiting
     assert calls[-1] == ("poke", True, -1)
-    assert _received(sensor_runs, "sensor_missing") == [_payload(sensor_runs["tables"]["missing"], -1, [0], [], 2)]
+    assert _received(sensor_runs, "sensor_missing") == [
+        expected_payload(sensor_runs["tables"]["missing"], -1, [0], [], 2)
+    ]
 
 
 @pytest.mark.slow

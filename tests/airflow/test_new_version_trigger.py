@@ -24,7 +24,7 @@ import pytest
 from airflow_provider_deltalite.engine.errors import InvalidArgument, LogGap, TableNotFound
 from airflow_provider_deltalite.triggers.new_version import NewVersionTrigger, error_event, raise_from_event
 from tests.airflow.conftest import AIRFLOW_BIN, EXAMPLE_DAGS, AirflowHome, airflow_env
-from tests.airflow.delta_history import append, commit_facts, optimize
+from tests.airflow.delta_history import append, commit_facts, expected_payload, optimize
 
 CLASSPATH = "airflow_provider_deltalite.triggers.new_version.NewVersionTrigger"
 
@@ -50,20 +50,7 @@ def _first_event(trigger: NewVersionTrigger, during: Callable[[], None] | None =
 
 
 def _expected(path: Path, baseline: int, versions: list[int], skipped: list[dict], rows: int) -> dict[str, Any]:
-    facts = [commit_facts(path, v) for v in versions]
-    return {
-        "status": "success",
-        "table_uri": str(path),
-        "baseline_version": baseline,
-        "version": versions[-1],
-        "versions": versions,
-        "skipped": skipped,
-        "operations": [f["operation"] for f in facts],
-        "added_files": sum(f["added_files"] for f in facts),
-        "added_rows": rows,
-        "added_bytes": sum(f["added_bytes"] for f in facts),
-        "timestamp": facts[-1]["timestamp"],
-    }
+    return {"status": "success", **expected_payload(path, baseline, versions, skipped, rows)}
 
 
 # -- serialisation ----------------------------------------------------------------------------------------------------
