@@ -34,6 +34,7 @@ import pyarrow.parquet as pq
 
 from airflow_provider_deltalite.engine import actions as A
 from airflow_provider_deltalite.engine.arrow_util import contiguous
+from airflow_provider_deltalite.engine.crash_points import crash_point
 from airflow_provider_deltalite.engine.errors import InvalidTableProperty
 from airflow_provider_deltalite.engine.log_path import LAST_CHECKPOINT, LOG_DIR, SIDECAR_DIR, version_prefix
 from airflow_provider_deltalite.engine.log_segment import read_last_checkpoint_hint
@@ -506,6 +507,7 @@ def write_checkpoint(snapshot: Snapshot, *, now_ms: int | None = None) -> Checkp
         total_bytes = len(data) + sidecar_bytes
         v2_pointer = {"path": top_name, "sizeInBytes": len(data), "modificationTime": top_mtime}
 
+    crash_point("during_checkpoint_write")
     updated = _write_last_checkpoint(storage, version, size, total_bytes, len(adds), v2_pointer)
     return CheckpointInfo(
         version=version,

@@ -19,6 +19,7 @@ from urllib.parse import unquote, urlsplit
 import fsspec
 import pyarrow as pa
 
+from airflow_provider_deltalite.engine.crash_points import crash_point
 from airflow_provider_deltalite.engine.errors import CreateOnlyNotSupported, StorageError, TableNotFound, redact_uri
 
 # Options that configure deltalite itself rather than the fsspec backend.
@@ -437,6 +438,7 @@ class Storage:
                         raise FileExistsError(full)
                     self.fs.pipe_file(full, data)
             elif mode == "native":
+                crash_point("during_commit_write")
                 self.fs.pipe_file(full, data, mode="create")
             else:
                 if self.fs.exists(full):
@@ -634,6 +636,7 @@ def _write_temp(full: str, data: bytes) -> str:
 
 def _local_create_only(full: str, data: bytes) -> None:
     tmp = _write_temp(full, data)
+    crash_point("during_commit_write")
     try:
         os.link(tmp, full)  # fails with FileExistsError when the name exists: the put-if-absent
     except FileExistsError:

@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_provider_deltalite.engine.crash_points import crash_point
 from airflow_provider_deltalite.engine.errors import (
     ConcurrentModification,
     DeltaLiteError,
@@ -322,6 +323,7 @@ def commit_rewrite(
         ConcurrentModification: a concurrent commit removed a rewritten file (or the retries ran out); the message
             says how many bytes of new files are left for VACUUM.
     """
+    crash_point("after_data_files")
     adds = [a for r in results for a in r.adds]
     removes = [x for r in results for x in r.removes]
     metrics = operation_metrics(adds, removes)

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from airflow_provider_deltalite.engine.crash_points import crash_point
 from airflow_provider_deltalite.engine.errors import (
     CreateOnlyNotSupported,
     DeltaLiteError,
@@ -615,6 +616,7 @@ def _delete_and_commit(
         )
         moved = bool(started.winning_commits)  # someone committed between our snapshot and VACUUM START
         versions.append(started.version)
+        crash_point("vacuum_after_start")
     else:
         moved = None
     try:
@@ -640,6 +642,7 @@ def _delete_and_commit(
             + "the files stay for the next run",
             table.uri,
         )
+    crash_point("vacuum_before_end")
     if commit_log_entries:
         ended = _commit(
             table,
