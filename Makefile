@@ -23,7 +23,7 @@ lint: env
 	$(VENV)/bin/ruff format --check .
 
 test: lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=15
 
 conformance-doc: env
 	$(PY) tests/conformance/write_report.py

@@ -33,7 +33,6 @@ import os
 import platform
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -305,32 +304,20 @@ def _count(log: Path, offset: int) -> tuple[dict[str, int], int]:
     return counts, len(text)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def bench_s3(files: int) -> dict[str, Any]:
     import s3fs
 
-    port = _free_port()
-    endpoint = f"http://127.0.0.1:{port}"
-    server = Path(sys.executable).with_name("moto_server")
+    sys.path.insert(0, str(REPO))  # the tests' S3 server (moto with atomic conditional writes)
+    from tests.moto_server import start_moto_server, stop_moto_server
+
     with tempfile.TemporaryDirectory(prefix="deltalite-vacuum-s3-") as tmp:
         log = Path(tmp) / "moto.log"
-        with log.open("w") as sink:
-            proc = subprocess.Popen([str(server), "-H", "127.0.0.1", "-p", str(port)], stdout=sink, stderr=sink)
         try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                    break
-                except OSError:
-                    if time.monotonic() > deadline or proc.poll() is not None:
-                        raise SystemExit("moto_server did not start") from None
-                    time.sleep(0.1)
+            proc, options = start_moto_server(log)
+        except RuntimeError as exc:
+            raise SystemExit(str(exc)) from None
+        endpoint = options["endpoint_url"]
+        try:
             fs = s3fs.S3FileSystem(**_s3_fsspec_options(endpoint))
             fs.call_s3("create_bucket", Bucket="bench")
             local = Path(tmp) / "table"
@@ -366,11 +353,7 @@ def bench_s3(files: int) -> dict[str, Any]:
             out["deletes_batched"] = 0 < d.get("DELETE", 0) <= -(-expected // 1000)
             return out
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_moto_server(proc)
 
 
 def child_vacuum_s3(engine: str, uri: str, dry_run: bool, endpoint: str) -> dict[str, Any]:

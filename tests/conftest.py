@@ -1,22 +1,19 @@
 """Session-wide real components, started by the suite itself on 127.0.0.1.
 
-- `s3_endpoint`: a `moto_server` S3 API, reached through s3fs.
+- `s3_endpoint`: a `moto_server` S3 API (atomic conditional writes, as on S3: `tests/moto_server.py`), through s3fs.
 - `spark_local`: a `SparkExecutor` on local[2] (one JVM for the whole session: a process holds one SparkContext).
 - `spark_cluster`: a standalone Spark cluster (one master, two 1-core workers); tests drive it from subprocesses.
 """
 
 from __future__ import annotations
 
-import os
 import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.moto_server import start_moto_server, stop_moto_server
 
 
 def _free_port() -> int:
@@ -27,38 +24,16 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="session")
 def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """Storage options for an s3fs client talking to a moto_server this session owns."""
+    """Storage options for an s3fs client talking to a moto_server this session owns (`tests/moto_server.py`)."""
     pytest.importorskip("s3fs")
-    port = _free_port()
-    server = Path(sys.executable).with_name("moto_server")
-    log = (tmp_path_factory.mktemp("moto") / "moto.log").open("w")
-    proc = subprocess.Popen([str(server), "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=log)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                proc.kill()
-                pytest.fail(f"moto_server did not start on 127.0.0.1:{port}")
-            time.sleep(0.1)
-    os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
-    options = {
-        "key": "testing",
-        "secret": "testing",
-        "endpoint_url": f"http://127.0.0.1:{port}",
-        "client_kwargs": {"region_name": "us-east-1"},
-    }
+    try:
+        proc, options = start_moto_server(tmp_path_factory.mktemp("moto") / "moto.log")
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
     try:
         yield options
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+        stop_moto_server(proc)
 
 
 @pytest.fixture(scope="session")

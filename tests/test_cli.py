@@ -512,3 +512,20 @@ def test_checkpoint_bad_inputs_are_one_line_and_write_nothing(checkpoint_runs: d
     assert tree_state(t["bad_interval"]) == states["bad_interval"]
     assert tree_state(ICEBERG) == states["iceberg"]
     assert not missing.exists()
+
+
+def test_a_reader_that_closes_the_pipe_early_is_not_an_error(deltalake: Any, tmp_path: Path) -> None:
+    # `deltalite scan t | head -1`: the rows outgrow the pipe buffer, the reader goes away after one line
+    deltalake.write_deltalake(str(tmp_path / "t"), pa.table({"id": list(range(50_000)), "s": ["x" * 20] * 50_000}))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "airflow_provider_deltalite", "scan", str(tmp_path / "t")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.readline()
+    proc.stdout.close()
+    stderr = proc.stderr.read()
+    assert proc.wait(timeout=60) == 0
+    assert first.startswith(b"version 0: 50000 rows")
+    assert stderr == b""

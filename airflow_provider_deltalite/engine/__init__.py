@@ -3,6 +3,7 @@
 from airflow_provider_deltalite.engine.errors import (
     CheckpointUnreadable,
     CommitRetriesExhausted,
+    CommitTooLate,
     ConcurrentAppend,
     ConcurrentDeleteDelete,
     ConcurrentDeleteRead,
@@ -25,6 +26,7 @@ from airflow_provider_deltalite.engine.errors import (
     TableNotFound,
     TableRecreated,
     TransactionError,
+    UploadInterrupted,
     VacuumRefused,
     VersionNotFound,
 )
@@ -36,6 +38,7 @@ __all__ = [
     "CheckpointUnreadable",
     "CommitResult",
     "CommitRetriesExhausted",
+    "CommitTooLate",
     "ConcurrentAppend",
     "ConcurrentDeleteDelete",
     "ConcurrentDeleteRead",
@@ -62,6 +65,7 @@ __all__ = [
     "TableRecreated",
     "Transaction",
     "TransactionError",
+    "UploadInterrupted",
     "VacuumRefused",
     "VersionNotFound",
     "remove_from_add",

@@ -37,7 +37,7 @@ from airflow_provider_deltalite.engine.arrow_util import contiguous
 from airflow_provider_deltalite.engine.crash_points import crash_point
 from airflow_provider_deltalite.engine.errors import InvalidTableProperty
 from airflow_provider_deltalite.engine.log_path import LAST_CHECKPOINT, LOG_DIR, SIDECAR_DIR, version_prefix
-from airflow_provider_deltalite.engine.log_segment import read_last_checkpoint_hint
+from airflow_provider_deltalite.engine.log_segment import complete_checkpoints, list_log, read_last_checkpoint_hint
 from airflow_provider_deltalite.engine.properties import TableProperties
 from airflow_provider_deltalite.engine.schema import delta_schema_to_arrow
 from airflow_provider_deltalite.engine.snapshot import Snapshot
@@ -433,7 +433,8 @@ def write_checkpoint(snapshot: Snapshot, *, now_ms: int | None = None) -> Checkp
     (one per 50,000 actions) and a UUID-named top-level file holds one `checkpointMetadata` row, a `sidecar` row per
     sidecar and the non-file actions. With v2Checkpoint supported but the classic policy, the classic file carries a
     `checkpointMetadata` row (a V2-spec classic checkpoint). Every file is written atomically; `_last_checkpoint` is
-    written last and never moved back to an older version.
+    written last and never moved back from a newer checkpoint to an older one (one that names a checkpoint missing
+    from the log is replaced).
 
     Args:
         snapshot: the table state to checkpoint (its commit exists: a snapshot is only built from a committed log).
@@ -524,7 +525,13 @@ def _write_last_checkpoint(
     storage: Storage, version: int, size: int, size_in_bytes: int, num_adds: int, v2: dict[str, Any] | None
 ) -> bool:
     hint = read_last_checkpoint_hint(storage)
-    if hint is not None and hint["version"] > version:
+    # A pointer to a checkpoint that is not in the log (written by hand, left by a replaced log) is replaced: delta-rs
+    # refuses to open a table whose `_last_checkpoint` names a missing checkpoint.
+    if (
+        hint is not None
+        and hint["version"] > version
+        and hint["version"] in complete_checkpoints(list_log(storage, hint["version"]))
+    ):
         return False  # a newer checkpoint exists; the pointer only ever moves forward
     # version, size (and parts, never written here) come first: old readers split-read just those (reference order)
     doc: dict[str, Any] = {"version": version, "size": size, "sizeInBytes": size_in_bytes, "numOfAddFiles": num_adds}

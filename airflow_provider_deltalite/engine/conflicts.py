@@ -106,6 +106,8 @@ def parse_winning_commit(version: int, data: bytes, table_uri: str | None) -> Wi
             obj = json.loads(line)
         except ValueError:
             raise CorruptLog(f"commit {version} has a line that is not valid JSON", table_uri) from None
+        except RecursionError:  # Python's parser gives up on deep nesting; no writer nests actions that deep
+            raise CorruptLog(f"commit {version} has a line of JSON nested too deeply to read", table_uri) from None
         if not isinstance(obj, dict):
             continue
         for name, value in obj.items():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 import numpy as np
 import pyarrow as pa
@@ -55,6 +56,7 @@ def iter_file_rows(
         SchemaError: a column of the file cannot be read as the table's type.
     """
     uri = storage.table_uri
+    _ensure_same_store(storage, path)
     deleted = deleted_row_indexes(storage, path, deletion_vector)
     full = storage.resolve_data_path(path)
     offset = 0
@@ -83,6 +85,19 @@ def iter_file_rows(
         raise
     except (pa.ArrowException, OSError) as exc:
         raise StorageError(f"data file {path} is unreadable: {type(exc).__name__}: {exc}", uri) from None
+
+
+def _ensure_same_store(storage: Storage, path: str) -> None:
+    """Refuse an absolute URI of another store (``s3://...`` in a local table's log): resolving it on the table's
+    store would open some other object (a local file named ``s3:/...``), not the file the log means."""
+    scheme = urlsplit(path).scheme.lower()
+    protocols = (storage.fs.protocol,) if isinstance(storage.fs.protocol, str) else tuple(storage.fs.protocol)
+    if len(scheme) > 1 and scheme not in protocols:
+        raise StorageError(
+            f"data file {path} is on another store ({scheme}) than the table ({storage.protocol}); deltalite reads a "
+            "table's data files from the table's own store",
+            storage.table_uri,
+        )
 
 
 def read_file_rows(

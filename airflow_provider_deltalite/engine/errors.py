@@ -103,6 +103,13 @@ class StorageError(DeltaLiteError):
     """The storage backend failed (permissions, network) in a way that is not a missing file."""
 
 
+class UploadInterrupted(StorageError):
+    """A data-file upload failed on a transient fault and was abandoned: writing the file again may succeed.
+
+    A streamed upload cannot be replayed from its start, so the storage layer does not retry it; the writer that
+    produced the rows can (OPTIMIZE re-reads a bin's inputs and writes it again under a new name)."""
+
+
 class CreateOnlyNotSupported(StorageError):
     """The store cannot write a file only if it is absent, so two writers could overwrite each other's commit."""
 
@@ -161,6 +168,11 @@ class CommitRetriesExhausted(ConcurrentModification):
 
 class TransactionError(DeltaLiteError):
     """A transaction was used wrongly: staged actions that are invalid, a snapshot of another table, a committed one."""
+
+
+class CommitTooLate(TransactionError):
+    """The files a commit adds were written so long ago that a concurrent VACUUM may have deleted them (more than half
+    of ``delta.deletedFileRetentionDuration``); nothing was committed."""
 
 
 class ExecutorError(DeltaLiteError):

@@ -6,11 +6,16 @@ every commit, `.crc`, checkpoint and compaction file below that checkpoint's ver
 commit (commitInfo and the in-commit timestamp live only there) and everything after it stay, so every version from
 the checkpoint on still loads. Sidecar files no remaining checkpoint references are deleted once they are a day old
 (a younger one may belong to a checkpoint being written right now).
+
+On a local disk it also deletes temporary files a writer killed mid-write left in `_delta_log` (hidden names ending
+in a UUID and ``.tmp``, as deltalite and Hadoop's log stores write them) once they are a day old, whether or not any
+log file has expired: readers ignore them, but nothing else would ever remove them.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -47,6 +52,9 @@ ENABLE_EXPIRED_LOG_CLEANUP = "delta.enableExpiredLogCleanup"
 DAY_MS = 86_400_000
 # Unreferenced sidecars younger than this are kept: they may belong to a checkpoint still being written.
 SIDECAR_MIN_AGE_MS = DAY_MS
+# Temporary files younger than this are kept: a writer may be between writing one and linking it into place.
+TEMP_MIN_AGE_MS = DAY_MS
+_TEMP_NAME = re.compile(r"\..+\.[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}\.tmp")
 
 _DELETABLE = frozenset(
     {
@@ -154,6 +162,10 @@ def cleanup_expired_logs(snapshot: Snapshot, *, now_ms: int | None = None, dry_r
             features=("checkpointProtection",),
         )
     storage = snapshot.storage
+    temporary = _stale_temporary_files(storage, now_ms)
+    if temporary and not dry_run:
+        storage.delete(temporary)
+    nothing = CleanupResult(cutoff, None, tuple(temporary), dry_run, enabled)
     files = list_log(storage, 0)
     commits = [f for f in files if f.parsed.kind is LogFileKind.COMMIT]
     cutoff_version = _newest_expired_commit(storage, commits, props, cutoff)
@@ -177,13 +189,32 @@ def cleanup_expired_logs(snapshot: Snapshot, *, now_ms: int | None = None, dry_r
     remaining = [f for f in files if f.info.name not in gone]
     after = earliest_version(remaining)
     if after is None or after > keep_from:
-        # Some version from the checkpoint on would not load afterwards (a gap in the log): delete nothing.
-        return CleanupResult(cutoff, None, (), dry_run, enabled)
+        # Some version from the checkpoint on would not load afterwards (a gap in the log): delete nothing more.
+        return nothing
     paths = [f.path for f in doomed]
     paths += _stale_sidecars(storage, remaining, sidecars, now_ms)
     if not dry_run:
         storage.delete(paths)
-    return CleanupResult(cutoff, keep_from, tuple(paths), dry_run, enabled)
+    return CleanupResult(cutoff, keep_from, (*temporary, *paths), dry_run, enabled)
+
+
+def _stale_temporary_files(storage: Storage, now_ms: int) -> list[str]:
+    """Day-old temporary files of killed writers in `_delta_log` and its sidecar directory (local disk only: object
+    stores are written in one request, without temporary files)."""
+    if storage.protocol not in ("file", "local"):
+        return []
+    stale: list[str] = []
+    for directory in (LOG_DIR, f"{LOG_DIR}/{SIDECAR_DIR}"):
+        try:
+            listed = storage.list_from(directory, ".")
+        except FileNotFoundError:
+            continue
+        stale += [
+            f"{directory}/{f.name}"
+            for f in listed
+            if _TEMP_NAME.fullmatch(f.name) and f.modification_time < now_ms - TEMP_MIN_AGE_MS
+        ]
+    return stale
 
 
 def _newest_expired_commit(
@@ -262,7 +293,7 @@ def _intact(storage: Storage, ref: CheckpointRef, sidecar_names: set[str]) -> bo
     """Whether every file of a checkpoint is present and parses, and every sidecar it names exists."""
     try:
         return all(_sidecar_refs(storage, f) <= sidecar_names for f in ref.files)
-    except (FileNotFoundError, pa.ArrowException, OSError, ValueError):
+    except (FileNotFoundError, pa.ArrowException, OSError, ValueError, RecursionError):
         return False
 
 
@@ -279,6 +310,6 @@ def _stale_sidecars(
             continue  # multi-part (V1) checkpoints cannot reference sidecars
         try:
             referenced |= _sidecar_refs(storage, f)
-        except (FileNotFoundError, pa.ArrowException, OSError, ValueError):
+        except (FileNotFoundError, pa.ArrowException, OSError, ValueError, RecursionError):
             return []  # a checkpoint we cannot read might name any of them: keep them all
     return [f"{LOG_DIR}/{SIDECAR_DIR}/{s.name}" for s in old if s.name not in referenced]

@@ -75,7 +75,7 @@ def read_last_checkpoint_hint(storage: Storage) -> dict[str, Any] | None:
         hint = json.loads(raw)
     except FileNotFoundError:
         return None
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested too deeply to parse
         return None
     if not isinstance(hint, dict) or not isinstance(hint.get("version"), int) or hint["version"] < 0:
         return None
@@ -168,7 +168,8 @@ def build_log_segment(
                     latest=latest,
                 )
             first = min(commits) if commits else None
-            raise CorruptLog(f"the log starts at version {first} and has no checkpoint to start from", table_uri)
+            note = _incomplete_note(files, target)
+            raise CorruptLog(f"the log starts at version {first} and has no checkpoint to start from{note}", table_uri)
     missing = first_missing(commit_versions, start, target)
     if missing is not None:
         raise CorruptLog(
@@ -176,6 +177,20 @@ def build_log_segment(
         )
     segment_commits = tuple(commits[v] for v in range(start, target + 1))
     return LogSegment(target, chosen, segment_commits, tuple(older), tuple(files))
+
+
+def _incomplete_note(files: Sequence[LogFile], target: int) -> str:
+    """`` (checkpoint 2 is incomplete: 1 of its 2 parts missing)`` for the newest multi-part checkpoint at or
+    below ``target`` that lacks parts; "" when there is none."""
+    parts: dict[tuple[int, int], set[int]] = {}
+    for f in files:
+        if f.parsed.kind is LogFileKind.MULTI_PART_CHECKPOINT and f.version <= target:
+            parts.setdefault((f.version, f.parsed.num_parts or 0), set()).add(f.parsed.part or 0)
+    incomplete = [(v, n, len(found)) for (v, n), found in parts.items() if len(found) < n]
+    if not incomplete:
+        return ""
+    version, num_parts, found = max(incomplete)
+    return f" (checkpoint {version} is incomplete: {num_parts - found} of its {num_parts} parts missing)"
 
 
 class _NeedFullListing(Exception):

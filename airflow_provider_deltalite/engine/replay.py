@@ -83,6 +83,8 @@ def commit_lines(version: int, data: bytes, table_uri: str) -> Iterator[tuple[in
             raise CorruptLog(
                 f"commit {version} line {line_no} is not valid JSON (truncated or corrupt commit file)", table_uri
             ) from None
+        except RecursionError:  # Python's parser gives up on deep nesting; no writer nests actions that deep
+            raise CorruptLog(f"commit {version} line {line_no} is JSON nested too deeply to read", table_uri) from None
         if not isinstance(obj, dict):
             raise CorruptLog(f"commit {version} line {line_no} is not a JSON object", table_uri)
         yield line_no, obj
@@ -116,6 +118,8 @@ def find_non_file_actions(
                 obj = json.loads(line)
             except ValueError:
                 raise CorruptLog(f"commit {version} has a line that is not valid JSON", table_uri) from None
+            except RecursionError:  # Python's parser gives up on deep nesting; no writer nests actions that deep
+                raise CorruptLog(f"commit {version} has a line of JSON nested too deeply to read", table_uri) from None
             if not isinstance(obj, dict) or len(obj) != 1:
                 continue
             ((name, value),) = obj.items()
@@ -159,7 +163,7 @@ def parse_commit_file_actions(
             return parse_commit_file_actions(cleaned, partition_columns, table_uri, seq_base)
         raise CorruptLog("commit files could not be split into one action per line", table_uri)
     row_versions = np.repeat(np.asarray(versions, dtype=np.int64), counts)
-    tags = _tags_column(buffer, table.num_rows)
+    tags = _tags_column(buffer, table.num_rows, row_versions, table_uri)
     return _split_file_actions(table, row_versions, seq_base, tags)
 
 
@@ -199,14 +203,19 @@ def _with_order(table: pa.Table, versions: Iterable[int], seq: Iterable[int]) ->
     )
 
 
-def _tags_column(buffer: bytes, num_rows: int) -> pa.Array | None:
+def _tags_column(buffer: bytes, num_rows: int, row_versions: np.ndarray, table_uri: str | None) -> pa.Array | None:
     # Tags are free-form maps, which the Arrow JSON reader cannot parse; they are rare, so parse only tagged lines.
     if b'"tags"' not in buffer:
         return None
     values: list[Any] = [None] * num_rows
     for i, line in enumerate(buffer.split(b"\n")[:num_rows]):
         if b'"tags"' in line:
-            obj = json.loads(line)
+            try:
+                obj = json.loads(line)
+            except RecursionError:  # the Arrow reader took the line; Python's parser gives up on deep nesting
+                raise CorruptLog(
+                    f"commit {row_versions[i]} has a line of JSON nested too deeply to read", table_uri
+                ) from None
             action = obj.get(A.ADD) or obj.get(A.REMOVE) or {}
             tags = action.get("tags")
             if isinstance(tags, dict):

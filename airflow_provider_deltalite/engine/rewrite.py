@@ -11,9 +11,9 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from airflow_provider_deltalite.engine.data_file_paths import new_data_file_path, partition_directory
 from airflow_provider_deltalite.engine.data_files import iter_file_rows
-from airflow_provider_deltalite.engine.errors import DeltaLiteError, StorageError
+from airflow_provider_deltalite.engine.errors import DeltaLiteError, StorageError, UploadInterrupted
 from airflow_provider_deltalite.engine.file_stats import StatsCollector
 from airflow_provider_deltalite.engine.schema import delta_schema_to_arrow, to_physical
 from airflow_provider_deltalite.engine.snapshot import Snapshot
@@ -30,6 +30,9 @@ from airflow_provider_deltalite.engine.transaction import remove_from_add
 
 # pyarrow's default dictionary page limit; a column whose dictionary outgrows it falls back to plain encoding
 DICTIONARY_PAGE_BYTES = 1024 * 1024
+T = TypeVar("T")
+# A bin whose upload is interrupted by a transient fault is written again, up to this many times in all.
+UPLOAD_ATTEMPTS = 3
 _DICTIONARY_SAMPLE_ROWS = 65_536
 _VARIABLE_WIDTH = (pa.string(), pa.large_string(), pa.binary(), pa.large_binary())
 _CODECS = ("snappy", "zstd", "gzip", "brotli", "lz4", "none")
@@ -137,15 +140,35 @@ def rewrite_files(task: RewriteTask) -> RewriteResult:
     """
     if not task.files:
         raise ValueError("a rewrite task needs at least one file")
-    counter = _RowCounter()
-    add = write_data_file(
-        task.table,
-        dict(task.files[0].get("partitionValues") or {}),
-        counter.count(iter_live_rows(task.table, task.files)),
-        task.writer,
-        tags=task.tags,
-    )
-    return rewrite_result(task.task_id, task.files, [add] if add else [], task.deletion_timestamp, counter.rows)
+
+    def rewrite_once() -> RewriteResult:
+        counter = _RowCounter()
+        add = write_data_file(
+            task.table,
+            dict(task.files[0].get("partitionValues") or {}),
+            counter.count(iter_live_rows(task.table, task.files)),
+            task.writer,
+            tags=task.tags,
+        )
+        return rewrite_result(task.task_id, task.files, [add] if add else [], task.deletion_timestamp, counter.rows)
+
+    return again_after_interrupted_uploads(rewrite_once)
+
+
+def again_after_interrupted_uploads(write: Callable[[], T]) -> T:
+    """Run ``write`` (which reads its inputs and writes new files under fresh names), again after an
+    `UploadInterrupted`, up to UPLOAD_ATTEMPTS times in all.
+
+    The inputs can be read again, unlike an upload stream. Whatever an abandoned upload left on the store is referenced
+    by nothing and is removed by VACUUM.
+    """
+    for attempt in range(1, UPLOAD_ATTEMPTS + 1):
+        try:
+            return write()
+        except UploadInterrupted:
+            if attempt == UPLOAD_ATTEMPTS:
+                raise
+    raise AssertionError("unreachable")
 
 
 def iter_live_rows(

@@ -67,7 +67,7 @@ def parse_schema_string(schema_string: str, *, table_uri: str | None = None) -> 
     """
     try:
         raw = json.loads(schema_string)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:  # RecursionError: nested too deeply to parse
         raise SchemaError(f"schemaString is not valid JSON: {exc}", table_uri) from None
     if not isinstance(raw, dict) or raw.get("type") != "struct":
         raise SchemaError("schemaString must be a JSON object with type 'struct'", table_uri)

@@ -299,7 +299,13 @@ def replay_segment(storage: Storage, segment: LogSegment) -> TableState:
 
 def _path_normalizer(storage: Storage):
     def normalize(path: str) -> str:
-        full = storage.resolve_data_path(path)
+        try:
+            full = storage.resolve_data_path(path)
+        except ValueError as exc:  # urllib's parser: "s3://[bucket/x" (an unclosed IPv6 host) and the like
+            shown = path if len(path) <= 200 else f"{path[:200]}..."
+            raise CorruptLog(
+                f"the log names a data file by an invalid URI {shown!r}: {exc}", storage.table_uri
+            ) from None
         rel = storage.relative_to_root(full)
         return rel if rel is not None else full
 
@@ -310,13 +316,15 @@ def load_snapshot(storage: Storage, version: int | None = None) -> Snapshot:
     """Build the snapshot of ``version`` (None: latest), falling back to older checkpoints when one is unreadable."""
     segment = load_log_segment(storage, version)
     bad: set[int] = set()
+    reason = ""
     while True:
         try:
             return Snapshot(storage, replay_segment(storage, segment))
-        except CheckpointUnreadable:
+        except CheckpointUnreadable as unreadable:
             if segment.checkpoint is None or segment.checkpoint.version in bad:
                 raise
             bad.add(segment.checkpoint.version)
+            reason = reason or unreadable.problem
             files = [
                 f
                 for f in list_log(storage, 0)
@@ -327,7 +335,7 @@ def load_snapshot(storage: Storage, version: int | None = None) -> Snapshot:
             except CorruptLog as exc:
                 raise CorruptLog(
                     f"checkpoint {min(bad)} is unreadable and no older checkpoint or full log can replace it "
-                    f"({exc.problem})",
+                    f"({reason}; {exc.problem})",
                     storage.table_uri,
                 ) from None
 

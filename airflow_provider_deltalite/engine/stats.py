@@ -266,7 +266,7 @@ def _read_json_rows(text: pa.Array, json_type: pa.StructType) -> tuple[pa.Struct
         try:
             # Decimal keeps decimal bounds exact; floats are converted later
             doc = json.loads(raw, parse_float=Decimal) if raw.strip() else {}
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deeply for Python's parser
             doc = None
         if not isinstance(doc, dict):
             rows.append(None)

@@ -51,16 +51,20 @@ class DeltaTable:
 
     Args:
         uri: where the table lives.
-        storage_options: fsspec options for the backend (credentials, endpoint). They are never logged.
+        storage_options: fsspec options for the backend (credentials, endpoint). They are never logged. Options
+            named ``deltalite_*`` configure deltalite itself (single-writer mode, storage retries; see `Storage`).
+        filesystem: an fsspec filesystem to use instead of building one from ``uri`` and ``storage_options`` (a
+            client configured in code, a wrapper); it must serve the URI's scheme.
 
     Example:
         >>> table = DeltaTable("s3://bucket/events", storage_options={"endpoint_url": "http://127.0.0.1:5000"})
         >>> snap = table.snapshot()  # doctest: +SKIP
         >>> snap.files.num_rows  # doctest: +SKIP
+        >>> DeltaTable("s3://bucket/events", filesystem=s3fs.S3FileSystem(profile="lake"))  # doctest: +SKIP
     """
 
-    def __init__(self, uri: str, storage_options: Mapping[str, Any] | None = None) -> None:
-        self.storage = Storage(uri, storage_options)
+    def __init__(self, uri: str, storage_options: Mapping[str, Any] | None = None, *, filesystem: Any = None) -> None:
+        self.storage = Storage(uri, storage_options, filesystem=filesystem)
         self.uri = self.storage.table_uri
 
     def snapshot(self, version: int | None = None, timestamp: datetime | int | str | None = None) -> Snapshot:

@@ -39,6 +39,7 @@ from airflow_provider_deltalite.engine.conflicts import (
 )
 from airflow_provider_deltalite.engine.errors import (
     CommitRetriesExhausted,
+    CommitTooLate,
     DeltaLiteError,
     ProtocolNotSupported,
     StorageError,
@@ -71,18 +72,18 @@ class RetryPolicy:
         base_delay_s: the first backoff ceiling; it doubles per attempt up to ``max_delay_s``, and the actual sleep is
             drawn uniformly below the ceiling ("full jitter"), so competing writers spread out.
         max_delay_s: the largest backoff ceiling.
-        storage_retries: retries of a write that failed with a storage error (its outcome is unknown; the next
-            attempt finds out by the txnId).
+
+    A storage fault while writing a version is not this policy's business: `Storage` retries every request under its
+    own `StorageRetryPolicy` (storage options ``deltalite_retry_*``), the conditional commit write included.
     """
 
     max_attempts: int = 100
     base_delay_s: float = 0.02
     max_delay_s: float = 1.0
-    storage_retries: int = 3
 
     def __post_init__(self) -> None:
-        if self.max_attempts < 1 or self.base_delay_s < 0 or self.max_delay_s < 0 or self.storage_retries < 0:
-            raise ValueError("RetryPolicy needs max_attempts >= 1 and non-negative delays and retries")
+        if self.max_attempts < 1 or self.base_delay_s < 0 or self.max_delay_s < 0:
+            raise ValueError("RetryPolicy needs max_attempts >= 1 and non-negative delays")
 
     def delay(self, attempt: int) -> float:
         return random.uniform(0, min(self.max_delay_s, self.base_delay_s * (2**attempt)))
@@ -325,16 +326,18 @@ class Transaction:
                 tags=tags,
             )
             body = self._serialize(info)
+            self._ensure_files_outlive_vacuum(now)
             if self._write_version(version, body):
                 return self._finish(version, attempt, winners)
             # Lost the race (or an earlier attempt of ours landed): look at every commit since the last one checked.
             latest = self._latest_version(version)
-            for v in range(version, latest + 1):
-                winner = self._read_winner(v)
+            in_flight = False
+            for v, winner in zip(range(version, latest + 1), self._read_winners(version, latest), strict=True):
                 if winner is None:
                     # The name was taken but holds nothing yet: a concurrent put-if-absent still in flight (S3 answers
                     # 409 ConditionalRequestConflict) or one that failed. Try this version again.
                     latest = v - 1
+                    in_flight = True
                     break
                 if winner.txn_id == self.txn_id:
                     return self._finish(v, attempt, winners)
@@ -352,7 +355,11 @@ class Transaction:
                     winning_version=latest,
                     winning_operation=winner.operation if winner is not None else None,
                 )
-            time.sleep(self.retry.delay(attempt))
+            # After a lost race the next free version is known: write it at once, as the reference does. Sleeping
+            # here only hands it to another writer, and under steady load a transaction that sleeps every round can
+            # take longer than the file retention to land (then a concurrent VACUUM may delete its new files).
+            if in_flight:
+                time.sleep(self.retry.delay(attempt))
 
     # -- internals ---------------------------------------------------------------------------------------
 
@@ -424,26 +431,82 @@ class Transaction:
         return "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines).encode()
 
     def _write_version(self, version: int, body: bytes) -> bool:
-        """True when this call created the version; False when the name exists (someone, maybe us, wrote it)."""
+        """True when this call created the version; False when the name exists (someone, maybe us, wrote it).
+
+        Transient storage faults are retried in one place, `Storage` (its `StorageRetryPolicy`), for the commit write
+        as for every request; this method does not loop on top of it, so a fault costs at most ``attempts`` writes,
+        not ``attempts`` times some budget of ours. A retried write whose first try landed (the response was lost)
+        finds the name taken: FileExistsError, and the caller's txnId check recognises the commit as its own, the one
+        mechanism for that case.
+        """
         path = f"{LOG_DIR}/{version_prefix(version)}.json"
-        failures = 0
-        while True:
+        try:
+            self.storage.write_create_only(path, body)
+            return True
+        except FileExistsError:
+            return False
+        except StorageError as exc:
+            if type(exc) is not StorageError:  # CreateOnlyNotSupported: nothing was sent
+                raise
+            # The write failed for good, but its outcome is unknown: a try may have landed before the last one failed.
+            # When the version exists now, the caller reads its txnId like any lost race; when it does not, say so.
             try:
-                self.storage.write_create_only(path, body)
-                return True
-            except FileExistsError:
-                return False
+                taken = self.storage.exists(path)
             except StorageError:
-                # The outcome is unknown: the write may have landed. Writing again either succeeds or finds the
-                # file, whose txnId then tells whether it is ours.
-                failures += 1
-                if failures > self.retry.storage_retries:
-                    raise
-                time.sleep(self.retry.delay(failures))
+                raise exc.extended(
+                    f"the outcome of writing version {version} is unknown: it holds this commit if its txnId is "
+                    f"{self.txn_id}"
+                ) from None
+            if taken:
+                return False
+            raise exc.extended(f"version {version} was not written; nothing was committed") from None
 
     def _latest_version(self, at_least: int) -> int:
         commits = [f.version for f in list_log(self.storage, at_least) if f.parsed.kind is LogFileKind.COMMIT]
         return max([at_least, *commits])
+
+    def _read_winners(self, first: int, last: int) -> list[WinningCommit | None]:
+        """The commits ``first..last``, fetched together; where one is missing, read one by one (None from there)."""
+        if last < first:
+            return []
+        paths = [f"{LOG_DIR}/{version_prefix(v)}.json" for v in range(first, last + 1)]
+        try:
+            bodies = self.storage.read_many(paths)
+        except FileNotFoundError:
+            winners: list[WinningCommit | None] = []
+            for v in range(first, last + 1):
+                winners.append(self._read_winner(v))
+                if winners[-1] is None:
+                    break
+            return winners + [None] * (last - first + 1 - len(winners))
+        return [parse_winning_commit(v, b, self.table_uri) for v, b in zip(range(first, last + 1), bodies, strict=True)]
+
+    def _ensure_files_outlive_vacuum(self, now_ms: int) -> None:
+        """Refuse to commit new files older than half of ``delta.deletedFileRetentionDuration``.
+
+        VACUUM deletes unreferenced files older than its start minus the retention. A file this commit adds is
+        unreferenced until the commit lands, so a VACUUM planned meanwhile would delete it if it were that old, and
+        the commit would then reference a missing file. Half the retention leaves a margin for clock differences and
+        for the write itself. A file live in the read snapshot is referenced already (a deletion-vector update re-adds
+        it with its original time): it is not at risk.
+        """
+        retention = self.snapshot.properties.interval_ms("delta.deletedFileRetentionDuration")
+        old = [
+            a
+            for a in self._adds
+            if isinstance(a.get("modificationTime"), int) and now_ms - a["modificationTime"] > retention // 2
+        ]
+        if old:
+            live = {self._resolve(p) for p in self.snapshot.raw_files.column("path").to_pylist()}
+            old = [a for a in old if self._resolve(a["path"]) not in live]
+        if old:
+            age = now_ms - min(a["modificationTime"] for a in old)
+            raise CommitTooLate(
+                f"the oldest new file was written {age / 1000:.1f} s ago, more than half of "
+                f"delta.deletedFileRetentionDuration ({retention / 1000:g} s): a concurrent VACUUM may already have "
+                "deleted it, so nothing was committed; run the operation again",
+                self.table_uri,
+            )
 
     def _read_winner(self, version: int) -> WinningCommit | None:
         """The commit at ``version``, or None when it does not exist (yet) after a few short waits."""

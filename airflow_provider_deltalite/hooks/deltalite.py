@@ -23,11 +23,12 @@ import json
 import posixpath
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from airflow.providers.common.compat.sdk import AirflowNotFoundException, BaseHook, mask_secret
 
-from airflow_provider_deltalite.engine.errors import DeltaLiteError
+from airflow_provider_deltalite.engine.errors import DeltaLiteError, InvalidArgument
+from airflow_provider_deltalite.engine.storage_retry import RETRY_OPTIONS
 
 if TYPE_CHECKING:
     from airflow_provider_deltalite.engine import DeltaTable
@@ -82,6 +83,7 @@ NOT_SECRET = frozenset(
         "requester_pays",
         "version_aware",
         "deltalite_single_writer",
+        *RETRY_OPTIONS,  # numbers: masked, "10" would be starred out of every log line
     }
 )
 
@@ -115,6 +117,22 @@ def _scheme(uri: str) -> str:
 
 def _is_absolute(uri: str) -> bool:
     return bool(_scheme(uri)) or uri.startswith("/") or uri.startswith("file:")
+
+
+def _holds_password(uri: str) -> bool:
+    """Whether ``uri`` carries ``user:password@``. Its user and password are masked first: the caller refuses the URI,
+    and it must not reach a log, an argument list or an error as it is (fsspec would take them for a bucket name)."""
+    try:
+        parts = urlsplit(uri)
+    except ValueError:
+        return False
+    if parts.password is None:  # abfss://container@account...: a user part alone names a place
+        return False
+    for part in (parts.username, parts.password):
+        if part:
+            mask_secret(part)
+            mask_secret(unquote(part))
+    return True
 
 
 class DeltaLiteHook(BaseHook):
@@ -169,6 +187,8 @@ class DeltaLiteHook(BaseHook):
         base = (conn.host or "").strip() or None
         if base is not None and "://" not in base and not base.startswith("/"):
             raise self._fail("the base URI (host) must be an absolute path or a URI such as s3://bucket/prefix")
+        if base is not None and _holds_password(base):
+            raise self._fail("the base URI (host) holds credentials (user:password@); put them in the extra fields")
         self._loaded = (base.rstrip("/") if base and base.rstrip("/") else base, extra)
         return self._loaded
 
@@ -231,9 +251,14 @@ class DeltaLiteHook(BaseHook):
 
         Raises:
             InvalidConnection: the path is relative (or None) and there is no base URI to join it to.
+            InvalidArgument: the URI holds credentials (``user:password@``); they belong in the connection.
         """
         text = None if table_uri is None else str(table_uri).strip()
         if text and _is_absolute(text):
+            if _holds_password(text):
+                raise InvalidArgument(
+                    "the table URI holds credentials (user:password@); put them in a deltalite connection", text
+                )
             return text
         base = self.base_uri
         if base is None:

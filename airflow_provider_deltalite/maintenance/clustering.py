@@ -36,6 +36,7 @@ from airflow_provider_deltalite.engine.rewrite import (
     RewriteResult,
     TableContext,
     WriterOptions,
+    again_after_interrupted_uploads,
     iter_live_rows,
     rewrite_result,
     write_data_file,
@@ -110,6 +111,10 @@ def column_values(rows: pa.Table, path: str) -> pa.Array:
 
 def cluster_files(task: ClusterTask) -> RewriteResult:
     """Rewrite the partition's rows into ``task.num_files`` files ordered along the curve (see the module docs)."""
+    return again_after_interrupted_uploads(lambda: _cluster_once(task))
+
+
+def _cluster_once(task: ClusterTask) -> RewriteResult:
     plan = plan_runs(task, sample_partition(task))
     rows_read = 0
     scratch = tempfile.mkdtemp(prefix="deltalite-cluster-")
@@ -149,10 +154,20 @@ class RunPlan:
 
 def sample_stride(task: ClusterTask) -> int:
     """Every how many rows the sample keeps one, from the row counts in the stats (1 when some count is missing)."""
-    counts = [json.loads(f["stats"]).get("numRecords") if f.get("stats") else None for f in task.files]
+    counts = [_num_records(f) for f in task.files]
     if not all(isinstance(c, int) for c in counts):
         return 1
     return max(1, math.ceil(sum(counts) / task.sample_rows))
+
+
+def _num_records(add: Mapping[str, Any]) -> int | None:
+    """The ``numRecords`` of an add's stats; None when they are missing or unreadable (not JSON, not an object)."""
+    try:
+        stats = json.loads(add["stats"]) if add.get("stats") else None
+    except (ValueError, RecursionError):  # RecursionError: nested too deeply to parse
+        return None
+    rows = stats.get("numRecords") if isinstance(stats, dict) else None
+    return rows if isinstance(rows, int) and not isinstance(rows, bool) else None
 
 
 def sample_file(task: ClusterTask, file: Mapping[str, Any], stride: int) -> pa.Table:

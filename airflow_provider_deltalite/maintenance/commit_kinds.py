@@ -106,7 +106,7 @@ def decode_operation_parameters(parameters: Any) -> dict[str, Any]:
     for key, value in parameters.items():
         if isinstance(value, str) and value.lstrip()[:1] in ("[", "{"):
             # text that merely starts with a bracket (a predicate "[a] > 1") stays as written
-            with contextlib.suppress(ValueError):
+            with contextlib.suppress(ValueError, RecursionError):  # RecursionError: nested too deeply to parse
                 value = json.loads(value)
         out[str(key)] = value
     return out
@@ -117,7 +117,7 @@ def _logical_rows(action: Mapping[str, Any]) -> int | None:
     if isinstance(stats, str):
         try:
             stats = json.loads(stats)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deeply to parse
             return None
     if not isinstance(stats, Mapping):
         return None

@@ -18,7 +18,9 @@ files younger than the horizon, files referenced by absolute paths, and symbolic
 (links are not followed; a link is not a file VACUUM owns). Before deleting, FULL checks that every live file it
 could have listed is actually there: when the log references live files that storage does not have (a table copied
 or renamed without its files, paths that do not match), the listing and the log describe different tables and
-deleting "unreferenced" files would be a guess, so VACUUM refuses (`VacuumRefused`).
+deleting "unreferenced" files would be a guess, so VACUUM refuses (`VacuumRefused`). It also refuses a log holding a
+commit or checkpoint whose version is not written with 20 digits (``2.json``): Spark reads that file as a version, so
+the files only it references are live to Spark.
 
 A real run commits ``VACUUM START`` (parameters and the counts it is about to delete), deletes, and commits
 ``VACUUM END`` (``COMPLETED`` or ``FAILED``); both commits carry no file actions. They are written on every storage
@@ -37,6 +39,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -68,7 +71,12 @@ from airflow_provider_deltalite.maintenance.vacuum_lite import (
     read_last_vacuum_info,
     write_last_vacuum_info,
 )
-from airflow_provider_deltalite.maintenance.vacuum_paths import HiddenRule, ProtectedFiles, protected_files
+from airflow_provider_deltalite.maintenance.vacuum_paths import (
+    HiddenRule,
+    ProtectedFiles,
+    plain_local_file,
+    protected_files,
+)
 from airflow_provider_deltalite.maintenance.vacuum_stats import VacuumStats
 
 log = logging.getLogger(__name__)
@@ -319,6 +327,10 @@ def plan_lite(
     that are not hidden, older than the horizon and not protected."""
     window = lite_window(storage, snapshot, horizon_ms)
     candidates = lite_candidates(storage, snapshot, window)
+    # The log names these paths, not a listing: on a local disk one may be a link or lead through a directory link
+    # out of the table, which VACUUM never deletes.
+    local = storage.protocol in ("file", "local")
+    dirs: dict[str, bool] = {}
     files = sorted(
         (c.path, c.size)
         for c in candidates
@@ -326,6 +338,7 @@ def plan_lite(
         and c.path not in protected.paths
         and not rule.is_hidden_path(c.path)
         and not _in_log(c.path)
+        and (not local or plain_local_file(storage.root, c.path, dirs))
     )
     return VacuumPlan(LITE, tuple(files), (), 1, len(candidates), window)
 
@@ -347,11 +360,22 @@ class DeleteTask:
 
 def delete_batch(task: DeleteTask) -> DeleteOutcome:
     """Delete one batch (runs on the executor). The paths are checked once more: a path that is empty, absolute, in
-    the log, or has a ``.``/``..`` segment is never handed to the store."""
-    safe = [p for p in task.paths if _deletable(p)]
-    refused = tuple((p, "refused: not a plain path inside the table") for p in task.paths if not _deletable(p))
-    outcome = task.storage.delete_files(safe)
-    return DeleteOutcome(outcome.deleted, outcome.missing, outcome.failed + refused)
+    the log, or has a ``.``/``..`` segment is never handed to the store, nor, on a local disk, a link or a path that
+    leads through a directory link (it may have appeared since planning)."""
+    storage = task.storage
+    local = storage.protocol in ("file", "local")
+    dirs: dict[str, bool] = {}
+    safe: list[str] = []
+    refused: list[tuple[str, str]] = []
+    for p in task.paths:
+        if not _deletable(p):
+            refused.append((p, "refused: not a plain path inside the table"))
+        elif local and not plain_local_file(storage.root, p, dirs):
+            refused.append((p, "refused: a symbolic link, or reached through one"))
+        else:
+            safe.append(p)
+    outcome = storage.delete_files(safe)
+    return DeleteOutcome(outcome.deleted, outcome.missing, outcome.failed + tuple(refused))
 
 
 def _deletable(path: str) -> bool:
@@ -510,6 +534,7 @@ def vacuum(
     kind = _mode(mode, uri)
     snapshot = table.snapshot()
     ensure_writable(snapshot.protocol, uri)  # before anything else, as vacuumProtocolCheck requires
+    _refuse_misnamed_log_files(table.storage, uri)
     window = resolve_retention(
         snapshot,
         retention_hours=retention_hours,
@@ -546,6 +571,25 @@ def vacuum(
     finally:
         if owned:
             executor.close()
+
+
+# What Spark and the Delta kernels for the JVM take as a commit or checkpoint: any number of digits, where the protocol
+# (and deltalite, delta-rs) needs 20.
+_JVM_LOG_NAME = re.compile(r"([0-9]+)\.(json|checkpoint(\.[0-9]+\.[0-9]+)?\.parquet)")
+
+
+def _refuse_misnamed_log_files(storage: Storage, uri: str) -> None:
+    """Refuse a log holding a commit or checkpoint name whose version is not 20 digits (``2.json``): other readers
+    take it as a version, so the files only it references would be live to them and unreferenced to VACUUM."""
+    for info in storage.list_from(LOG_DIR):
+        found = _JVM_LOG_NAME.fullmatch(info.name)
+        if found and len(found.group(1)) != 20:
+            raise VacuumRefused(
+                f"_delta_log holds {info.name!r}: Spark reads it as version {int(found.group(1))} but the protocol "
+                "names versions with 20 digits, so the files it references would look unreferenced here; nothing was "
+                "deleted. Rename it to its 20-digit name or remove it first",
+                uri,
+            )
 
 
 @dataclass(frozen=True)

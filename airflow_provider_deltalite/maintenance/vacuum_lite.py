@@ -41,7 +41,7 @@ def read_last_vacuum_info(storage: Storage) -> int | None:
         doc = json.loads(storage.read(LAST_VACUUM_INFO_PATH))
     except FileNotFoundError:
         return None
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested too deeply to parse
         return None
     value = doc.get(_KEY) if isinstance(doc, dict) else None
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None

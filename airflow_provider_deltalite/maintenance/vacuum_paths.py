@@ -2,13 +2,16 @@
 files the table still protects.
 
 Every path here is relative to the table root and named as on storage (decoded). A log path is decoded exactly once
-(`Storage.resolve_data_path`) and compared as the full backend path it resolves to, minus the root prefix; a path that
-resolves outside the root is never VACUUM's business.
+(`Storage.resolve_data_path`) and compared as the full backend path it resolves to (`.`/`..` resolved; on a local disk
+also through symbolic links), minus the root prefix; a path that resolves outside the root is never VACUUM's business.
+On a local disk VACUUM deletes only plain files reached without a link (`plain_local_file`).
 """
 
 from __future__ import annotations
 
+import os
 import posixpath
+import stat
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
@@ -77,13 +80,69 @@ def normal_relative(path: str | None) -> str | None:
     return path
 
 
-def log_path_relative(storage: Storage, path: str) -> str | None:
-    """Where an add/remove/cdc ``path`` from the log lives, relative to the root (None: outside the root)."""
+def log_path_relative(storage: Storage, path: str, real_dirs: dict[str, str] | None = None) -> str | None:
+    """Where an add/remove/cdc ``path`` from the log lives, relative to the root (None: outside the root).
+
+    ``real_dirs`` caches resolved directories across calls (see `root_relative`).
+    """
     if "%" not in path and ":" not in path and not path.startswith("/"):
         # A plain relative path: decoding changes nothing and joining it to the root then stripping the root gives
         # it back; skip the work (tables have millions of these).
-        return normal_relative(path)
-    return normal_relative(storage.relative_to_root(storage.resolve_data_path(path)))
+        rel = normal_relative(path)
+        if rel is not None or not path:
+            return rel
+        # it climbs out of the root with `..`, and may climb back in (`../<root name>/part-0.parquet`)
+    try:
+        full = storage.resolve_data_path(path)
+    except ValueError:  # not a valid URI: no file of this table (a live file so named fails the snapshot first)
+        return None
+    return root_relative(storage, full, real_dirs)
+
+
+def root_relative(storage: Storage, full: str, real_dirs: dict[str, str] | None = None) -> str | None:
+    """A backend path relative to the root, None when the file it names is outside the root.
+
+    `.` and `..` segments are resolved first (the file a reader opens). On a local disk a path that reaches the root
+    only through a symbolic link (the table opened by one path, its log written with another) is recognised too, so
+    that VACUUM protects the live file it names; ``real_dirs`` caches the resolved directories.
+    """
+    rel = normal_relative(storage.relative_to_root(posixpath.normpath(full)))
+    if rel is None and storage.protocol in ("file", "local") and full.startswith("/"):
+        cache = {} if real_dirs is None else real_dirs
+        parent, name = os.path.split(full)
+        for directory in (storage.root, parent):
+            if directory not in cache:
+                cache[directory] = os.path.realpath(directory)
+        rel = normal_relative(os.path.relpath(os.path.join(cache[parent], name), cache[storage.root]))
+    return rel
+
+
+def plain_local_file(root: str, relative: str, dirs: dict[str, bool]) -> bool:
+    """Whether deleting ``root/relative`` on a local disk deletes a plain file of the table: every directory below
+    the root on the way is a real directory (not a link out of the table) and the file itself is not a link.
+
+    A path that is already gone counts as plain (deleting it does nothing). ``dirs`` caches the directories checked.
+    """
+    parent = ""
+    for part in relative.split("/")[:-1]:
+        parent = f"{parent}/{part}" if parent else part
+        ok = dirs.get(parent)
+        if ok is None:
+            try:
+                ok = stat.S_ISDIR(os.lstat(os.path.join(root, parent)).st_mode)
+            except FileNotFoundError:
+                ok = True
+            except OSError:
+                ok = False
+            dirs[parent] = ok
+        if not ok:
+            return False
+    try:
+        return stat.S_ISREG(os.lstat(os.path.join(root, relative)).st_mode)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
 
 
 def dv_relative(storage: Storage, dv: dict[str, Any] | None) -> str | None:
@@ -99,7 +158,7 @@ def dv_relative(storage: Storage, dv: dict[str, Any] | None) -> str | None:
         return None
     resolved = dv_absolute_path(storage.root, kind, dv.get("pathOrInlineDv"))
     full = resolved if kind == "u" else storage.full_path(resolved)
-    return normal_relative(storage.relative_to_root(full))
+    return root_relative(storage, full)
 
 
 @dataclass(frozen=True)
@@ -125,8 +184,9 @@ def _referenced(storage: Storage, table: pa.Table) -> tuple[list[str], list[str]
     # one vectorised pass and resolve only those (tables have millions of files).
     special = pc.fill_null(pc.match_substring_regex(column, _NEEDS_RESOLVING), True)
     paths = pc.filter(column, pc.invert(special)).to_pylist()
+    real_dirs: dict[str, str] = {}
     for path in pc.filter(column, special).to_pylist():
-        rel = log_path_relative(storage, path) if path is not None else None
+        rel = log_path_relative(storage, path, real_dirs) if path is not None else None
         if rel is not None:
             paths.append(rel)
     others = []

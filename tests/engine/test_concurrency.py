@@ -22,6 +22,7 @@ from airflow_provider_deltalite.engine import DeltaTable
 from airflow_provider_deltalite.engine.log_path import LogFileKind
 from airflow_provider_deltalite.engine.log_segment import list_log
 from airflow_provider_deltalite.engine.scan import scan
+from tests.moto_server import deltars_s3_options
 
 REPO = Path(__file__).resolve().parents[2]
 WORKERS = 6
@@ -35,14 +36,8 @@ def deltalake() -> Any:
 
 
 def _deltars_s3_options(s3: dict[str, Any]) -> dict[str, str]:
-    return {
-        "AWS_ENDPOINT_URL": s3["endpoint_url"],
-        "AWS_ACCESS_KEY_ID": s3["key"],
-        "AWS_SECRET_ACCESS_KEY": s3["secret"],
-        "AWS_REGION": "us-east-1",
-        "AWS_ALLOW_HTTP": "true",
-        "conditional_put": "etag",  # delta-rs commits with If-None-Match too, so both writers are put-if-absent
-    }
+    # delta-rs commits with If-None-Match too, so both writers are put-if-absent
+    return {**deltars_s3_options(s3), "conditional_put": "etag"}
 
 
 @pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])

@@ -336,3 +336,31 @@ def test_checkpoint_protection_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ProtocolNotSupported, match="checkpointProtection"):
         cleanup_expired_logs(DeltaTable(str(tmp_path)).snapshot(), now_ms=NOW)
     assert tree_state(tmp_path) == before
+
+
+def test_day_old_temporary_files_of_killed_writers_go_and_younger_ones_stay(template: Path, tmp_path: Path) -> None:
+    path = fresh_copy(template, tmp_path / "t", range(0))  # nothing expired: only the temporary files are at stake
+    log_dir = path / LOG
+    ours = f".{1:020d}.json.{'a' * 32}.tmp"  # deltalite's create-only write, killed before the link
+    hadoop = f".{2:020d}.json.{'12345678-abcd-ef01-2345-6789abcdef01'}.tmp"  # Spark's HDFSLogStore, same fate
+    young = f".{3:020d}.json.{'b' * 32}.tmp"
+    other = ".notes.tmp"  # hidden, but not a writer's temporary file: never ours to delete
+    for name, age in ((ours, DAY + 1), (hadoop, 3 * DAY), (young, DAY - 60_000), (other, 10 * DAY)):
+        (log_dir / name).write_bytes(b"{}")
+        set_mtime(log_dir / name, NOW - age)
+    (log_dir / "_sidecars").mkdir()
+    sidecar_tmp = f"._sidecar.parquet.{'c' * 32}.tmp"
+    (log_dir / "_sidecars" / sidecar_tmp).write_bytes(b"x")
+    set_mtime(log_dir / "_sidecars" / sidecar_tmp, NOW - 2 * DAY)
+    expected = (f"{LOG}/{ours}", f"{LOG}/{hadoop}", f"{LOG}/_sidecars/{sidecar_tmp}")  # listing order
+
+    before = tree_state(path)
+    dry = cleanup_expired_logs(DeltaTable(str(path)).snapshot(), now_ms=NOW, dry_run=True)
+    assert dry == CleanupResult(CUTOFF, None, expected, True, True)
+    assert tree_state(path) == before
+
+    result = cleanup_expired_logs(DeltaTable(str(path)).snapshot(), now_ms=NOW)
+    assert result == CleanupResult(CUTOFF, None, expected, False, True)
+    left = sorted(p.name for p in log_dir.iterdir() if p.name.startswith("."))
+    assert left == sorted([young, other])
+    assert not (log_dir / "_sidecars" / sidecar_tmp).exists()

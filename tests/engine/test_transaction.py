@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import pytest
 from fsspec.implementations.local import LocalFileSystem
 
 from airflow_provider_deltalite.engine import (
+    CommitTooLate,
     ConcurrentAppend,
     ConcurrentDeleteDelete,
     ConcurrentDeleteRead,
@@ -69,7 +71,7 @@ def data_file(table: Path, ids: list[int], part: str) -> dict[str, Any]:
         "path": rel,
         "partitionValues": {"part": part},
         "size": (table / rel).stat().st_size,
-        "modificationTime": 1_700_000_000_000,
+        "modificationTime": int(time.time() * 1000),
         "dataChange": True,
         "stats": json.dumps(stats),
     }
@@ -420,3 +422,53 @@ def test_in_commit_timestamps_are_first_and_monotonic(tmp_path: Path) -> None:
     assert info["inCommitTimestamp"] > before.timestamp
     assert info["timestamp"] == info["inCommitTimestamp"]
     assert dt.snapshot().timestamp == info["inCommitTimestamp"]
+
+
+@pytest.mark.parametrize(
+    ("retention", "age_s", "refused"),
+    [
+        (None, 4 * 86_400, True),
+        (None, 3 * 86_400, False),
+        ("interval 60 seconds", 31, True),
+        ("interval 60 seconds", 25, False),
+    ],
+)
+def test_files_older_than_half_the_retention_are_not_committed(
+    deltalake: Any, tmp_path: Path, retention: str | None, age_s: int, refused: bool
+) -> None:
+    """A concurrent VACUUM deletes unreferenced files older than the retention; a new file that old may be gone."""
+    props = {"delta.deletedFileRetentionDuration": retention} if retention else None
+    table = make_table(deltalake, tmp_path / "t", properties=props)
+    add = {**data_file(table, [100], "c"), "modificationTime": int(time.time() * 1000) - age_s * 1000}
+    before = tree_state(table / "_delta_log")
+    txn = DeltaTable(str(table)).transaction()
+    txn.add(add)
+    if not refused:
+        assert txn.commit("WRITE", {"mode": "Append"}).version == 2
+        return
+    with pytest.raises(CommitTooLate) as caught:
+        txn.commit("WRITE", {"mode": "Append"})
+    half = 302_400 if retention is None else 30
+    assert f"written {age_s}." in str(caught.value) and f"({half * 2:g} s)" in str(caught.value)
+    assert tree_state(table / "_delta_log") == before
+
+
+def test_a_lost_race_is_retried_at_once_at_the_next_free_version(deltalake: Any, tmp_path: Path) -> None:
+    """No backoff after a lost race without a conflict: the winners are read and the next version written at once."""
+    slept: list[int] = []
+
+    class Recording(RetryPolicy):
+        def delay(self, attempt: int) -> float:
+            slept.append(attempt)
+            return 0.0
+
+    table = make_table(deltalake, tmp_path / "t")
+    ours = DeltaTable(str(table)).transaction(retry=Recording())
+    ours.add(data_file(table, [200], "c"))
+    for ids in ([300], [301], [302]):  # three blind appends win versions 2..4 after we read version 1
+        other = DeltaTable(str(table)).transaction()
+        other.add(data_file(table, ids, "d"))
+        other.commit("WRITE", {"mode": "Append"})
+    result = ours.commit("WRITE", {"mode": "Append"})
+    assert (result.version, result.attempts, result.winning_commits) == (5, 2, (2, 3, 4))
+    assert slept == []  # before the change it backed off once (attempt 1) before writing version 5

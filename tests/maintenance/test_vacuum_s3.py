@@ -34,6 +34,7 @@ from tests.maintenance.vacuum_histories import (
     write_history,
     written_paths,
 )
+from tests.moto_server import deltars_s3_options
 
 deltalake = pytest.importorskip("deltalake")
 s3fs = pytest.importorskip("s3fs")
@@ -48,16 +49,6 @@ def fs(s3_endpoint: dict[str, Any]) -> Any:
     filesystem = s3fs.S3FileSystem(**s3_endpoint)
     filesystem.call_s3("create_bucket", Bucket=BUCKET)
     return filesystem
-
-
-def _deltars_options(s3_endpoint: dict[str, Any]) -> dict[str, str]:
-    return {
-        "AWS_ENDPOINT_URL": s3_endpoint["endpoint_url"],
-        "AWS_ACCESS_KEY_ID": s3_endpoint["key"],
-        "AWS_SECRET_ACCESS_KEY": s3_endpoint["secret"],
-        "AWS_REGION": "us-east-1",
-        "AWS_ALLOW_HTTP": "true",
-    }
 
 
 def _objects(fs: Any, prefix: str) -> dict[str, int]:
@@ -131,7 +122,7 @@ def test_vacuum_on_random_histories_on_s3(
     s3_endpoint: dict[str, Any], fs: Any, tmp_path_factory: pytest.TempPathFactory, data
 ) -> None:
     run = f"{BUCKET}/{uuid.uuid4().hex}"
-    options = _deltars_options(s3_endpoint)
+    options = deltars_s3_options(s3_endpoint)
     staged = []
     for k in range(3):
         history = data.draw(ops, label=f"history {k}")

@@ -1,0 +1,1 @@
+"""Reliability tests: crash injection, storage faults, sustained load."""
