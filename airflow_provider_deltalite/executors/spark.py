@@ -39,6 +39,8 @@ _RAISED = 1
 _RAISED_TEXT = 2
 
 _MAX_MESSAGE = 1000
+# How long each warm-up task keeps its worker busy, so that the warm-up tasks land on distinct workers.
+WARM_UP_HOLD_S = 0.5
 _ship_lock = threading.Lock()
 _launch_settings: set[str] = set()  # the Spark settings the JVM of this process was launched with
 
@@ -114,6 +116,9 @@ def _import_engine(_: int) -> int:
     import airflow_provider_deltalite.engine.rewrite
     import airflow_provider_deltalite.maintenance.clustering  # noqa: F401
 
+    # Hold the worker a moment: a task that finished at once would free its worker for the next warm-up task, and a
+    # worker that took none would stay cold.
+    time.sleep(WARM_UP_HOLD_S)
     return os.getpid()
 
 
