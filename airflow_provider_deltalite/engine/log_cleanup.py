@@ -15,7 +15,6 @@ log file has expired: readers ignore them, but nothing else would ever remove th
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,7 +36,7 @@ from airflow_provider_deltalite.engine.log_segment import (
 )
 from airflow_provider_deltalite.engine.properties import TableProperties
 from airflow_provider_deltalite.engine.snapshot import Snapshot, in_commit_timestamps_enabled, read_commit_info
-from airflow_provider_deltalite.engine.storage import FileInfo, Storage
+from airflow_provider_deltalite.engine.storage import FileInfo, Storage, is_temporary_name
 
 __all__ = [
     "CleanupResult",
@@ -54,7 +53,6 @@ DAY_MS = 86_400_000
 SIDECAR_MIN_AGE_MS = DAY_MS
 # Temporary files younger than this are kept: a writer may be between writing one and linking it into place.
 TEMP_MIN_AGE_MS = DAY_MS
-_TEMP_NAME = re.compile(r"\..+\.[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}\.tmp")
 
 _DELETABLE = frozenset(
     {
@@ -212,7 +210,7 @@ def _stale_temporary_files(storage: Storage, now_ms: int) -> list[str]:
         stale += [
             f"{directory}/{f.name}"
             for f in listed
-            if _TEMP_NAME.fullmatch(f.name) and f.modification_time < now_ms - TEMP_MIN_AGE_MS
+            if is_temporary_name(f.name) and f.modification_time < now_ms - TEMP_MIN_AGE_MS
         ]
     return stale
 

@@ -28,9 +28,10 @@ from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.engine.storage import Storage
 from airflow_provider_deltalite.engine.transaction import remove_from_add
 
+T = TypeVar("T")
+
 # pyarrow's default dictionary page limit; a column whose dictionary outgrows it falls back to plain encoding
 DICTIONARY_PAGE_BYTES = 1024 * 1024
-T = TypeVar("T")
 # A bin whose upload is interrupted by a transient fault is written again, up to this many times in all.
 UPLOAD_ATTEMPTS = 3
 _DICTIONARY_SAMPLE_ROWS = 65_536

@@ -812,6 +812,20 @@ def _temp_name(full: str) -> str:
     return os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
 
 
+# `_temp_name`'s names, and Hadoop's log stores' (a dashed UUID): a writer killed before the rename leaves one behind.
+_TEMP_NAME = re.compile(r"\..+\.[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}\.tmp")
+
+
+def is_temporary_name(name: str) -> bool:
+    """Whether ``name`` is a temporary file of an atomic local write (deltalite's or Hadoop's), not a log file.
+
+    Example:
+        >>> is_temporary_name(".00000000000000000001.json." + "a" * 32 + ".tmp")
+        True
+    """
+    return _TEMP_NAME.fullmatch(name) is not None
+
+
 def _write_temp(full: str, data: bytes) -> str:
     os.makedirs(os.path.dirname(full), exist_ok=True)
     tmp = _temp_name(full)
