@@ -1,8 +1,77 @@
-"""deltalite: an Apache Airflow provider for Delta Lake table maintenance, with its own Delta format engine."""
+"""deltalite: an Apache Airflow provider for Delta Lake table maintenance, with its own Delta format engine.
+
+The public Python API is re-exported here: `DeltaTable`, the options objects, the stats types and `ChangeSet`, and
+`DeltaLiteError`. They load on first use, because Airflow imports this package (for `get_provider_info`) while it
+configures itself and must not pay for pyarrow then.
+
+Example:
+    >>> from airflow_provider_deltalite import DeltaTable
+    >>> DeltaTable("/data/events").optimize(dry_run=True).num_bins  # doctest: +SKIP
+    3
+"""
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_deltalite.version import __version__
+
+if TYPE_CHECKING:
+    from airflow_provider_deltalite.engine.errors import DeltaLiteError
+    from airflow_provider_deltalite.maintenance.changes import ChangeSet
+    from airflow_provider_deltalite.maintenance.checkpoint import CheckpointResult
+    from airflow_provider_deltalite.maintenance.optimize_stats import OptimizeStats
+    from airflow_provider_deltalite.maintenance.options import (
+        ChangesOptions,
+        OptimizeOptions,
+        VacuumOptions,
+        ZOrderOptions,
+    )
+    from airflow_provider_deltalite.maintenance.vacuum_stats import VacuumStats
+    from airflow_provider_deltalite.table import DeltaTable
+
+_EXPORTS = {
+    "DeltaTable": "airflow_provider_deltalite.table",
+    "OptimizeOptions": "airflow_provider_deltalite.maintenance.options",
+    "ZOrderOptions": "airflow_provider_deltalite.maintenance.options",
+    "VacuumOptions": "airflow_provider_deltalite.maintenance.options",
+    "ChangesOptions": "airflow_provider_deltalite.maintenance.options",
+    "OptimizeStats": "airflow_provider_deltalite.maintenance.optimize_stats",
+    "VacuumStats": "airflow_provider_deltalite.maintenance.vacuum_stats",
+    "ChangeSet": "airflow_provider_deltalite.maintenance.changes",
+    "CheckpointResult": "airflow_provider_deltalite.maintenance.checkpoint",
+    "DeltaLiteError": "airflow_provider_deltalite.engine.errors",
+}
+
+__all__ = [
+    "ChangeSet",
+    "ChangesOptions",
+    "CheckpointResult",
+    "DeltaLiteError",
+    "DeltaTable",
+    "OptimizeOptions",
+    "OptimizeStats",
+    "VacuumOptions",
+    "VacuumStats",
+    "ZOrderOptions",
+    "__version__",
+    "get_provider_info",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
+
 
 PACKAGE_NAME = "airflow-provider-deltalite"
 INTEGRATION = "Delta Lake (deltalite)"

@@ -10,8 +10,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from airflow_provider_deltalite import __version__
-from airflow_provider_deltalite.engine import DeltaLiteError, DeltaTable, Snapshot
+from airflow_provider_deltalite.engine import DeltaLiteError, Snapshot
 from airflow_provider_deltalite.engine.snapshot import json_default
 from airflow_provider_deltalite.operation_arguments import (
     add_optimize_arguments,
@@ -21,6 +20,8 @@ from airflow_provider_deltalite.operation_arguments import (
     vacuum_options,
     zorder_options,
 )
+from airflow_provider_deltalite.table import DeltaTable
+from airflow_provider_deltalite.version import __version__
 
 EXIT_ERROR = 2
 _SIZE_BINS = ((1 << 20, "<1MB"), (8 << 20, "<8MB"), (64 << 20, "<64MB"), (128 << 20, "<128MB"), (1 << 30, "<1GB"))

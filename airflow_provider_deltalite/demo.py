@@ -66,9 +66,9 @@ def create_small_file_table(
     """
     import pyarrow as pa
 
-    from airflow_provider_deltalite.engine import DeltaTable
     from airflow_provider_deltalite.engine.rewrite import TableContext, WriterOptions, write_data_file
     from airflow_provider_deltalite.engine.storage import Storage
+    from airflow_provider_deltalite.table import DeltaTable
 
     storage = Storage(uri, storage_options)
     now = int(time.time() * 1000)
@@ -160,7 +160,7 @@ def example_dags_dir() -> Path:
 
 def _files(table_uri: str) -> tuple[int, int, int]:
     """Live files, their bytes, and rows of the latest version."""
-    from airflow_provider_deltalite.engine import DeltaTable
+    from airflow_provider_deltalite.table import DeltaTable
 
     snapshot = DeltaTable(table_uri).snapshot()
     sizes = snapshot.files.column("size").to_pylist()
@@ -173,8 +173,8 @@ def _data_files_on_disk(table_path: Path) -> int:
 
 
 def _rows(table_uri: str) -> list[str]:
-    from airflow_provider_deltalite.engine import DeltaTable
     from airflow_provider_deltalite.engine.scan import scan
+    from airflow_provider_deltalite.table import DeltaTable
 
     rows, _ = scan(DeltaTable(table_uri).snapshot())
     return sorted(map(repr, rows.to_pylist()))

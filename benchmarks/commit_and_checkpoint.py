@@ -66,7 +66,7 @@ def child_commits(engine: str, path: str, commits: int) -> dict[str, Any]:
     if engine == "deltalite":
         import deltalake  # the first commit creates the table; deltalite does not create tables
 
-        from airflow_provider_deltalite.engine import DeltaTable
+        from airflow_provider_deltalite import DeltaTable
 
         deltalake.write_deltalake(path, batch(0), partition_by=["part"])
         table = DeltaTable(path)
@@ -103,7 +103,7 @@ def child_checkpoint(engine: str, path: str) -> dict[str, Any]:
 
     pa.array([0])
     if engine == "deltalite":
-        from airflow_provider_deltalite.engine import DeltaTable
+        from airflow_provider_deltalite import DeltaTable
         from airflow_provider_deltalite.engine.checkpoint_writer import write_checkpoint
 
         start = time.perf_counter()

@@ -239,7 +239,7 @@ def verify_delta_child(path: str, expected: dict[str, Any]) -> dict[str, Any]:
     out["delta_rs"] = rows_digest(dt_rs.to_pyarrow_table())
     del dt_rs
     try:
-        from airflow_provider_deltalite.engine import DeltaTable
+        from airflow_provider_deltalite import DeltaTable
         from airflow_provider_deltalite.engine.scan import scan
 
         rows, _ = scan(DeltaTable(path).snapshot())
@@ -402,7 +402,7 @@ def child_run(kind: str, arg: str, path: str, out_dir: str, profile: bool) -> di
     pa.array([0])
     result: dict[str, Any] = {"kind": kind, "arg": arg}
     if kind in ("local", "spark"):
-        from airflow_provider_deltalite.engine import DeltaTable
+        from airflow_provider_deltalite import DeltaTable
         from airflow_provider_deltalite.executors import LocalExecutor
         from airflow_provider_deltalite.maintenance.optimize import optimize
 

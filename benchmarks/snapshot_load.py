@@ -82,7 +82,7 @@ def child(engine: str, path: str, profile: bool) -> None:
     import pyarrow as pa
 
     if engine == "deltalite":
-        from airflow_provider_deltalite.engine import DeltaTable
+        from airflow_provider_deltalite import DeltaTable
 
         def load() -> pa.Table:
             return DeltaTable(path).snapshot().files
@@ -155,7 +155,7 @@ def verify_child(path: str, expected: int) -> None:
     if n != expected:
         problems.append(f"delta-rs sees {n} files, expected {expected}")
     try:
-        from airflow_provider_deltalite.engine import DeltaTable
+        from airflow_provider_deltalite import DeltaTable
 
         m = DeltaTable(path).snapshot().files.num_rows
         if m != expected:

@@ -51,7 +51,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # run from anywhere: the package of this checkout
 
-from airflow_provider_deltalite.engine import DeltaTable  # noqa: E402
+from airflow_provider_deltalite import DeltaTable  # noqa: E402
 from airflow_provider_deltalite.engine.checkpoint_writer import write_checkpoint  # noqa: E402
 from airflow_provider_deltalite.engine.log_segment import list_log  # noqa: E402
 from airflow_provider_deltalite.engine.rewrite import TableContext, WriterOptions, write_data_file  # noqa: E402

@@ -62,7 +62,7 @@ def generate_table(path: Path, files: int) -> dict[str, int]:
     """Write the table at ``files`` data files (same proportions as 100,000 = 50k/30k/20k) into ``path``."""
     import pyarrow as pa  # noqa: F401  (the checkpoint writer needs it; imported here to fail early)
 
-    from airflow_provider_deltalite.engine import DeltaTable
+    from airflow_provider_deltalite import DeltaTable
     from airflow_provider_deltalite.engine.checkpoint_writer import write_checkpoint
 
     live, tombstoned = files * LIVE // 100_000, files * TOMBSTONED // 100_000
@@ -212,7 +212,7 @@ def child_vacuum(engine: str, uri: str, dry_run: bool, endpoint: str | None) -> 
 
 def _vacuum_once(engine: str, uri: str, dry_run: bool, endpoint: str | None) -> dict[str, Any]:
     if engine == "deltalite":
-        from airflow_provider_deltalite.engine import DeltaTable
+        from airflow_provider_deltalite import DeltaTable
         from airflow_provider_deltalite.maintenance.vacuum import vacuum
 
         options = _s3_fsspec_options(endpoint) if endpoint else None
@@ -362,7 +362,7 @@ def child_vacuum_s3(engine: str, uri: str, dry_run: bool, endpoint: str) -> dict
 
     pa.array([0])
     if engine == "deltalite":
-        from airflow_provider_deltalite.engine import DeltaTable
+        from airflow_provider_deltalite import DeltaTable
         from airflow_provider_deltalite.maintenance.vacuum import vacuum
 
         start = time.perf_counter()

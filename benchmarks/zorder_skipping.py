@@ -210,7 +210,7 @@ def cluster_child(kind: str, path: str, target_size: int, profile: bool) -> dict
     result: dict[str, Any] = {"kind": kind, "target_size": target_size}
     cpu0 = os.times()
     if kind in ("zorder", "hilbert"):
-        from airflow_provider_deltalite.engine import DeltaTable
+        from airflow_provider_deltalite import DeltaTable
         from airflow_provider_deltalite.executors import LocalExecutor
         from airflow_provider_deltalite.maintenance.zorder import zorder
 
@@ -265,7 +265,7 @@ def measure_child(path: str, expected: dict[str, Any]) -> dict[str, Any]:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from airflow_provider_deltalite.engine import DeltaTable
+    from airflow_provider_deltalite import DeltaTable
 
     files = DeltaTable(path).snapshot().files
     paths = files.column("path").to_pylist()

@@ -89,7 +89,7 @@ CODE_UNDER_TEST = (
     "airflow_provider_deltalite/maintenance/curves.py",
     "airflow_provider_deltalite/engine/rewrite.py",
     "airflow_provider_deltalite/engine/data_files.py",
-    "airflow_provider_deltalite/executors/local.py",
+    "airflow_provider_deltalite/maintenance/executor.py",
     "airflow_provider_deltalite/executors/spark.py",
 )
 
@@ -182,7 +182,7 @@ def child_run(kind: str, arg: str, path: str, profile: bool) -> dict[str, Any]:
     pa.array([0])  # pyarrow's one-time first use (imports pandas) stays out of the timings, as in snapshot_load.py
     result: dict[str, Any] = {"kind": kind, "arg": arg}
     if kind in ("local", "spark"):
-        from airflow_provider_deltalite.engine import DeltaTable
+        from airflow_provider_deltalite import DeltaTable
         from airflow_provider_deltalite.executors import LocalExecutor
         from airflow_provider_deltalite.maintenance.zorder import zorder
 

@@ -16,8 +16,8 @@ from typing import IO, Any
 import pyarrow as pa
 import pytest
 
+from airflow_provider_deltalite import DeltaTable
 from airflow_provider_deltalite.cli import change_line
-from airflow_provider_deltalite.engine import DeltaTable
 from tests.helpers import cli_failure, run_cli, tree_state
 from tests.maintenance.test_changes import KINDS, _rows, append_ours, build_history
 

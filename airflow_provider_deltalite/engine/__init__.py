@@ -31,7 +31,7 @@ from airflow_provider_deltalite.engine.errors import (
     VersionNotFound,
 )
 from airflow_provider_deltalite.engine.snapshot import Snapshot
-from airflow_provider_deltalite.engine.table import DeltaTable
+from airflow_provider_deltalite.engine.table import Table
 from airflow_provider_deltalite.engine.transaction import CommitResult, RetryPolicy, Transaction, remove_from_add
 
 __all__ = [
@@ -47,7 +47,6 @@ __all__ = [
     "CorruptLog",
     "CreateOnlyNotSupported",
     "DeltaLiteError",
-    "DeltaTable",
     "ExecutorError",
     "InvalidArgument",
     "InvalidExpression",
@@ -61,6 +60,7 @@ __all__ = [
     "SchemaError",
     "Snapshot",
     "StorageError",
+    "Table",
     "TableNotFound",
     "TableRecreated",
     "Transaction",

@@ -6,14 +6,14 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from airflow_provider_deltalite.version import __version__
+
 SNAPSHOT_ISOLATION = "SnapshotIsolation"
 SERIALIZABLE = "Serializable"
 
 
 def engine_info() -> str:
     """`deltalite/<version>`, the engineInfo of every commit deltalite writes."""
-    from airflow_provider_deltalite import __version__
-
     return f"deltalite/{__version__}"
 
 

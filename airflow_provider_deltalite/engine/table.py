@@ -1,8 +1,12 @@
-"""`DeltaTable`: the entry point to a table, opened by URI and storage options."""
+"""`Table`: a Delta table's storage and log, opened by URI and storage options: snapshots, history, transactions.
+
+This is the engine's view of a table. Users open `airflow_provider_deltalite.DeltaTable`, which adds the maintenance
+operations on top; everything that takes a `Table` takes a `DeltaTable` too.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -46,7 +50,7 @@ def parse_timestamp_ms(value: datetime | int | float | str) -> int:
     raise ValueError(f"not a timestamp: {value!r}")
 
 
-class DeltaTable:
+class Table:
     """A Delta table at a URI: a local path, ``file://``, ``memory://``, ``s3://``, ``gs://`` or ``abfs://``.
 
     Args:
@@ -57,10 +61,10 @@ class DeltaTable:
             client configured in code, a wrapper); it must serve the URI's scheme.
 
     Example:
-        >>> table = DeltaTable("s3://bucket/events", storage_options={"endpoint_url": "http://127.0.0.1:5000"})
+        >>> table = Table("s3://bucket/events", storage_options={"endpoint_url": "http://127.0.0.1:5000"})
         >>> snap = table.snapshot()  # doctest: +SKIP
         >>> snap.files.num_rows  # doctest: +SKIP
-        >>> DeltaTable("s3://bucket/events", filesystem=s3fs.S3FileSystem(profile="lake"))  # doctest: +SKIP
+        >>> Table("s3://bucket/events", filesystem=s3fs.S3FileSystem(profile="lake"))  # doctest: +SKIP
     """
 
     def __init__(self, uri: str, storage_options: Mapping[str, Any] | None = None, *, filesystem: Any = None) -> None:
@@ -143,85 +147,10 @@ class DeltaTable:
         """
         return start_transaction(self.storage, snapshot, read_version, **options)
 
-    def optimize(self, **options: Any) -> Any:
-        """Compact small files; see `airflow_provider_deltalite.maintenance.optimize.optimize` for the options.
-
-        Example:
-            >>> DeltaTable("/data/events").optimize(where="date = '2026-11-01'").to_dict()  # doctest: +SKIP
-
-        Returns:
-            OptimizeStats.
-        """
-        # maintenance builds on the engine; importing it here, not at module level, keeps the layers one-way
-        from airflow_provider_deltalite.maintenance.optimize import optimize
-
-        return optimize(self, **options)
-
-    def vacuum(self, **options: Any) -> Any:
-        """Delete files the table no longer references once its retention has passed; see
-        `airflow_provider_deltalite.maintenance.vacuum.vacuum` for the options.
-
-        Example:
-            >>> DeltaTable("/data/events").vacuum(dry_run=True).to_dict()["filesToDelete"]  # doctest: +SKIP
-
-        Returns:
-            VacuumStats.
-        """
-        from airflow_provider_deltalite.maintenance.vacuum import vacuum
-
-        return vacuum(self, **options)
-
-    def zorder(self, columns: Sequence[str], **options: Any) -> Any:
-        """Cluster files along a Z-order or Hilbert curve; see `airflow_provider_deltalite.maintenance.zorder.zorder`.
-
-        Example:
-            >>> DeltaTable("/data/flows").zorder(["sourceIP", "destIP"], curve="hilbert")  # doctest: +SKIP
-
-        Returns:
-            OptimizeStats with ``z_order_stats``.
-        """
-        from airflow_provider_deltalite.maintenance.zorder import zorder
-
-        return zorder(self, columns, **options)
-
-    def changes(
-        self,
-        since: int,
-        until: int | None = None,
-        *,
-        on_gap: str = "raise",
-        table_id: str | None = None,
-        on_recreate: str = "raise",
-        include_metadata_changes: bool = False,
-    ) -> Any:
-        """The commits after version ``since`` (-1: from the beginning), each classified as data, rearrange,
-        maintenance or metadata; see `airflow_provider_deltalite.maintenance.changes.list_changes`.
-
-        Reads only the log after ``since``: no whole-log listing, no snapshot replay.
-
-        Example:
-            >>> [(c.version, c.kind) for c in DeltaTable("/data/events").changes(since=41).changes]  # doctest: +SKIP
-            [(42, 'rearrange'), (43, 'data')]
-
-        Returns:
-            ChangeSet.
-        """
-        from airflow_provider_deltalite.maintenance.changes import list_changes
-
-        return list_changes(
-            self.storage,
-            since,
-            until,
-            on_gap=on_gap,
-            table_id=table_id,
-            on_recreate=on_recreate,
-            include_metadata_changes=include_metadata_changes,
-        )
-
     def history(self, limit: int | None = None) -> list[dict[str, Any]]:
         """commitInfo of each commit, newest first, with ``version`` filled in."""
         load_log_segment(self.storage, None)  # raises TableNotFound / CorruptLog for a path that is not a table
         return history_entries(self.storage, limit)
 
     def __repr__(self) -> str:
-        return f"DeltaTable({self.storage!r})"
+        return f"{type(self).__name__}({self.storage!r})"

@@ -31,7 +31,7 @@ from airflow_provider_deltalite.engine.errors import DeltaLiteError, InvalidArgu
 from airflow_provider_deltalite.engine.storage_retry import RETRY_OPTIONS
 
 if TYPE_CHECKING:
-    from airflow_provider_deltalite.engine import DeltaTable
+    from airflow_provider_deltalite.table import DeltaTable
 
 CONN_TYPE = "deltalite"
 
@@ -324,7 +324,7 @@ class DeltaLiteHook(BaseHook):
         Example:
             >>> DeltaLiteHook("lake").get_table("events").snapshot().num_files  # doctest: +SKIP
         """
-        from airflow_provider_deltalite.engine import DeltaTable
+        from airflow_provider_deltalite.table import DeltaTable
 
         uri = self.resolve_table_uri(table_uri)
         return DeltaTable(uri, storage_options=self.get_storage_options(uri))

@@ -33,7 +33,7 @@ if __package__ in (None, ""):
     if importlib.util.find_spec("airflow_provider_deltalite") is None:
         sys.path.append(os.path.dirname(os.path.dirname(_here)))
 
-from airflow_provider_deltalite.engine import DeltaLiteError, DeltaTable
+from airflow_provider_deltalite.engine import DeltaLiteError
 from airflow_provider_deltalite.operation_arguments import (
     add_optimize_arguments,
     add_vacuum_arguments,
@@ -42,12 +42,13 @@ from airflow_provider_deltalite.operation_arguments import (
     vacuum_options,
     zorder_options,
 )
+from airflow_provider_deltalite.table import DeltaTable
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from airflow_provider_deltalite.executors.base import Executor
     from airflow_provider_deltalite.executors.spark import SparkExecutor
+    from airflow_provider_deltalite.maintenance.executor import Executor
 
 EXIT_ERROR = 2
 RESULT_MARKER = "DELTALITE_RESULT"

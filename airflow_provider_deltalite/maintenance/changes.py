@@ -53,6 +53,7 @@ from airflow_provider_deltalite.maintenance.commit_kinds import (
     CommitChange,
     parse_commit,
 )
+from airflow_provider_deltalite.maintenance.options import ChangesOptions
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,6 @@ __all__ = [
 # Commits read by name before a poll switches to one listing: a poll that catches up on many commits pays for the
 # listing once, a poll that finds none, one or a few never does.
 PROBE_LIMIT = 8
-_POLICIES = ("raise", "resume")
 
 
 def counting_kinds(include_rearrangements: bool = False, include_metadata_changes: bool = False) -> tuple[str, ...]:
@@ -257,22 +257,6 @@ def _file_time(storage: Storage, version: int) -> Callable[[], int | None]:
     return lookup
 
 
-def _check_arguments(uri: str, since: Any, until: Any, on_gap: Any, on_recreate: Any, table_id: Any) -> None:
-    if isinstance(since, bool) or not isinstance(since, int) or since < -1:
-        raise InvalidArgument(f"since must be a version, or -1 for from the beginning, got {since!r}", uri)
-    if until is not None:
-        if isinstance(until, bool) or not isinstance(until, int) or until < 0:
-            raise InvalidArgument(f"until must be a non-negative version, got {until!r}", uri)
-        if until < since:
-            raise InvalidArgument(f"until ({until}) must not be below since ({since})", uri)
-    if on_gap not in _POLICIES:
-        raise InvalidArgument(f"on_gap must be 'raise' or 'resume', got {on_gap!r}", uri)
-    if on_recreate not in _POLICIES:
-        raise InvalidArgument(f"on_recreate must be 'raise' or 'resume', got {on_recreate!r}", uri)
-    if table_id is not None and not isinstance(table_id, str):
-        raise InvalidArgument(f"table_id must be a string, got {table_id!r}", uri)
-
-
 def list_changes(
     storage: Storage,
     since: int,
@@ -311,7 +295,10 @@ def list_changes(
         [(42, 'rearrange', 'OPTIMIZE'), (43, 'data', 'WRITE')]
     """
     uri = storage.table_uri
-    _check_arguments(uri, since, until, on_gap, on_recreate, table_id)
+    ChangesOptions.build(
+        {"since": since, "until": until, "on_gap": on_gap, "table_id": table_id, "on_recreate": on_recreate},
+        uri,
+    )
     recreated = False
     try:
         commits, gap_from = _tail(storage, since, until, on_gap)

@@ -50,9 +50,9 @@ from airflow_provider_deltalite.maintenance.curves import (
     range_boundaries,
     range_ids,
 )
+from airflow_provider_deltalite.maintenance.options import DEFAULT_RUN_BYTES
 
 DEFAULT_SAMPLE_ROWS = 200_000
-DEFAULT_RUN_BYTES = 16 * 1024 * 1024
 # Parquet data files decode to roughly this many times their size in Arrow memory (a conservative estimate).
 _DECODED_PER_FILE_BYTE = 3
 _TAKE_ROWS = 262_144

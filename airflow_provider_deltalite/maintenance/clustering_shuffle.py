@@ -25,7 +25,6 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from airflow_provider_deltalite.engine.rewrite import RewriteResult, rewrite_result
-from airflow_provider_deltalite.executors.base import ShuffleExecutor
 from airflow_provider_deltalite.maintenance.clustering import (
     ClusterTask,
     RunPlan,
@@ -37,6 +36,7 @@ from airflow_provider_deltalite.maintenance.clustering import (
     sample_stride,
     write_runs,
 )
+from airflow_provider_deltalite.maintenance.executor import ShuffleExecutor
 
 GROUP_BYTES = 64 * 1024 * 1024
 # A partition up to this size is clustered by one task (`cluster_files`): the shuffle's serialisation costs more

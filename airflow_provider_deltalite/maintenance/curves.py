@@ -25,8 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-CURVES = ("zorder", "hilbert")
-DEFAULT_NUM_RANGES = 1000
+from airflow_provider_deltalite.maintenance.options import CURVES, DEFAULT_NUM_RANGES
 
 
 def bits_for(num_ranges: int) -> int:

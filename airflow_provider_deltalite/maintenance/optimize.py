@@ -30,7 +30,6 @@ from airflow_provider_deltalite.engine.crash_points import crash_point
 from airflow_provider_deltalite.engine.errors import (
     ConcurrentModification,
     DeltaLiteError,
-    InvalidArgument,
     InvalidExpression,
 )
 from airflow_provider_deltalite.engine.expressions import (
@@ -47,7 +46,7 @@ from airflow_provider_deltalite.engine.rewrite import (
     rewrite_files,
 )
 from airflow_provider_deltalite.engine.snapshot import Snapshot
-from airflow_provider_deltalite.engine.table import DeltaTable
+from airflow_provider_deltalite.engine.table import Table
 from airflow_provider_deltalite.engine.transaction import (
     RetryPolicy,
     Transaction,
@@ -55,10 +54,10 @@ from airflow_provider_deltalite.engine.transaction import (
     ensure_can_add_files,
     live_file_actions,
 )
-from airflow_provider_deltalite.executors.base import Executor
-from airflow_provider_deltalite.executors.local import LocalExecutor
 from airflow_provider_deltalite.maintenance.bin_packing import group_by, pack_batches, pack_greedy
+from airflow_provider_deltalite.maintenance.executor import Executor, LocalExecutor
 from airflow_provider_deltalite.maintenance.optimize_stats import FileSizeMetrics, OptimizeStats
+from airflow_provider_deltalite.maintenance.options import OptimizeOptions, positive_bytes, share
 
 log = logging.getLogger(__name__)
 
@@ -130,11 +129,8 @@ def resolve_sizes(
     minimum = default if min_file_size is None else min_file_size
     ratio = DEFAULT_MAX_DELETED_ROWS_RATIO if max_deleted_rows_ratio is None else max_deleted_rows_ratio
     for name, value in (("target_size", target), ("min_file_size", minimum), ("batch_size", batch_size)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
-            raise InvalidArgument(f"{name} must be a positive number of bytes, got {value!r}", snapshot.table_uri)
-    if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0 <= ratio <= 1:
-        raise InvalidArgument(f"max_deleted_rows_ratio must be between 0 and 1, got {ratio!r}", snapshot.table_uri)
-    return target, minimum, float(ratio)
+        positive_bytes(name, value, snapshot.table_uri)
+    return target, minimum, float(share("max_deleted_rows_ratio", ratio, snapshot.table_uri) or 0.0)
 
 
 def considered_files(snapshot: Snapshot, where: str | None) -> list[int]:
@@ -226,30 +222,23 @@ def plan_optimize(
 
 
 def optimize(
-    table: DeltaTable,
+    table: Table,
+    options: OptimizeOptions | None = None,
     *,
-    where: str | None = None,
-    target_size: int | None = None,
-    min_file_size: int | None = None,
-    max_deleted_rows_ratio: float | None = None,
-    batch_size: int | None = None,
-    dry_run: bool = False,
     executor: Executor | None = None,
     max_concurrent_tasks: int | None = None,
     writer_options: WriterOptions | None = None,
     retry: RetryPolicy | None = None,
     progress: Callable[[OptimizeProgress], None] | None = None,
+    **fields: Any,
 ) -> OptimizeStats:
     """Compact the small files of ``table`` (see the module docstring for the rules).
 
     Args:
         table: the table.
-        where: a predicate on partition columns choosing the partitions to compact (``"date >= '2026-11-01'"``).
-        target_size: the largest bin in bytes (default ``delta.targetFileSize``, else 1 GiB).
-        min_file_size: files below this are rewritten (default ``delta.targetFileSize``, else 1 GiB).
-        max_deleted_rows_ratio: files whose deletion vector removes more than this share of rows are rewritten.
-        batch_size: input bytes per commit; unset means one commit.
-        dry_run: plan only; the stats describe the plan (``plan`` lists the bins) and nothing is written.
+        options: what to compact (`OptimizeOptions`: ``where``, ``target_size``, ``min_file_size``,
+            ``max_deleted_rows_ratio``, ``batch_size``, ``dry_run``); or pass those fields as keyword arguments. With
+            ``dry_run`` the stats describe the plan (``plan`` lists the bins) and nothing is written.
         executor: where bins are rewritten (default: `LocalExecutor` with ``max_concurrent_tasks`` threads).
         max_concurrent_tasks: threads of the default local executor.
         writer_options: Parquet encoding of the new files.
@@ -266,21 +255,22 @@ def optimize(
         ConcurrentModification: another commit removed a compacted file; the message says how many bytes of new files
             were left for VACUUM.
     """
+    opts = OptimizeOptions.resolve(options, fields, table.uri)
     start_ms = int(time.time() * 1000)
     snapshot = table.snapshot()
     ensure_can_add_files(snapshot)
     plan = plan_optimize(
         snapshot,
-        where=where,
-        target_size=target_size,
-        min_file_size=min_file_size,
-        max_deleted_rows_ratio=max_deleted_rows_ratio,
-        batch_size=batch_size,
+        where=opts.where,
+        target_size=opts.target_size,
+        min_file_size=opts.min_file_size,
+        max_deleted_rows_ratio=opts.max_deleted_rows_ratio,
+        batch_size=opts.batch_size,
     )
     owned = executor is None
     executor = executor or LocalExecutor(max_concurrent_tasks)
     try:
-        if dry_run:
+        if opts.dry_run:
             return _stats(plan, executor, start_ms, [], [], dry_run=True)
         ctx = TableContext.from_snapshot(snapshot)
         writer = writer_options or WriterOptions()
@@ -311,7 +301,7 @@ def optimize(
 
 
 def commit_rewrite(
-    table: DeltaTable,
+    table: Table,
     snapshot: Snapshot,
     parameters: Mapping[str, Any],
     results: list[RewriteResult],

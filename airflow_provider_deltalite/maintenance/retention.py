@@ -15,16 +15,15 @@ Example:
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 
-from airflow_provider_deltalite.engine.errors import InvalidArgument, RetentionTooShort
+from airflow_provider_deltalite.engine.errors import RetentionTooShort
 from airflow_provider_deltalite.engine.snapshot import Snapshot
+from airflow_provider_deltalite.maintenance.options import HOUR_MS, retention_ms
 
 DELETED_FILE_RETENTION = "delta.deletedFileRetentionDuration"
 LOG_RETENTION = "delta.logRetentionDuration"
-HOUR_MS = 3_600_000
 
 
 @dataclass(frozen=True)
@@ -60,15 +59,7 @@ def specified_retention_ms(retention_hours: float | None, table_uri: str | None 
     Raises:
         InvalidArgument: not a finite, non-negative number of hours.
     """
-    if retention_hours is None:
-        return None
-    if isinstance(retention_hours, bool) or not isinstance(retention_hours, int | float):
-        raise InvalidArgument(f"retention_hours must be a number of hours, got {retention_hours!r}", table_uri)
-    if not math.isfinite(retention_hours):
-        raise InvalidArgument(f"retention_hours must be a finite number of hours, got {retention_hours!r}", table_uri)
-    if retention_hours < 0:
-        raise InvalidArgument(f"retention_hours must not be negative, got {retention_hours:g}", table_uri)
-    return round(retention_hours * HOUR_MS)
+    return retention_ms(retention_hours, table_uri)
 
 
 def resolve_retention(

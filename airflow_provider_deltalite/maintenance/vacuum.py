@@ -58,10 +58,10 @@ from airflow_provider_deltalite.engine.features import ensure_writable
 from airflow_provider_deltalite.engine.log_path import LOG_DIR
 from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.engine.storage import DeleteOutcome, Storage
-from airflow_provider_deltalite.engine.table import DeltaTable
+from airflow_provider_deltalite.engine.table import Table
 from airflow_provider_deltalite.engine.transaction import CommitResult, Transaction
-from airflow_provider_deltalite.executors.base import Executor
-from airflow_provider_deltalite.executors.local import LocalExecutor
+from airflow_provider_deltalite.maintenance.executor import Executor, LocalExecutor
+from airflow_provider_deltalite.maintenance.options import VacuumOptions
 from airflow_provider_deltalite.maintenance.retention import RetentionWindow, resolve_retention
 from airflow_provider_deltalite.maintenance.vacuum_lite import (
     LiteWindow,
@@ -445,7 +445,7 @@ def _start_parameters(window: RetentionWindow) -> dict[str, Any]:
 
 
 def _commit(
-    table: DeltaTable, snapshot: Snapshot, operation: str, parameters: dict[str, Any], metrics: dict[str, Any]
+    table: Table, snapshot: Snapshot, operation: str, parameters: dict[str, Any], metrics: dict[str, Any]
 ) -> CommitResult:
     try:
         return Transaction(table.storage, snapshot).commit(operation, parameters, metrics)
@@ -455,7 +455,7 @@ def _commit(
         ) from None
 
 
-def _recheck(table: DeltaTable, snapshot: Snapshot, plan: VacuumPlan, horizon_ms: int, *, moved: bool) -> VacuumPlan:
+def _recheck(table: Table, snapshot: Snapshot, plan: VacuumPlan, horizon_ms: int, *, moved: bool) -> VacuumPlan:
     """Keep any candidate that a commit made after planning protects again (a RESTORE re-adding an old file)."""
     if not moved:
         return plan
@@ -475,38 +475,29 @@ def _recheck(table: DeltaTable, snapshot: Snapshot, plan: VacuumPlan, horizon_ms
 # -- entry point -----------------------------------------------------------------------------------------------
 
 
-def _mode(mode: str, uri: str) -> str:
-    text = str(mode).strip().upper() if isinstance(mode, str) else ""
-    if text not in (FULL, LITE):
-        raise InvalidArgument(f"mode must be 'full' or 'lite', got {mode!r}", uri)
-    return text
-
-
 def vacuum(
-    table: DeltaTable,
+    table: Table,
+    options: VacuumOptions | None = None,
     *,
-    retention_hours: float | None = None,
-    dry_run: bool = False,
-    mode: str = "full",
-    enforce_retention_duration: bool = True,
-    commit_log_entries: bool = True,
     executor: Executor | None = None,
     max_concurrent_tasks: int | None = None,
     progress: Callable[[VacuumProgress], None] | None = None,
+    **fields: Any,
 ) -> VacuumStats:
     """Delete files ``table`` no longer needs (see the module docstring for the rules).
 
     Args:
         table: the table.
-        retention_hours: keep deleted files this long (default: the table's ``delta.deletedFileRetentionDuration``,
-            7 days unless set). Shorter than the table's is refused unless ``enforce_retention_duration=False``;
-            longer is honoured (it deletes less; note that versions older than the table's retention may already
-            miss files, since checkpoints drop tombstones past it).
-        dry_run: list what would be deleted (``files_to_delete``, with sizes); delete and commit nothing.
-        mode: ``"full"`` (list storage) or ``"lite"`` (read the log since the last vacuum).
-        enforce_retention_duration: refuse a retention below the table's, and a table whose log retention is shorter
-            than its file retention.
-        commit_log_entries: commit VACUUM START and VACUUM END around the deletes.
+        options: `VacuumOptions` (or its fields as keyword arguments):
+            ``retention_hours`` keeps deleted files this long (default: the table's
+            ``delta.deletedFileRetentionDuration``, 7 days unless set); shorter than the table's is refused unless
+            ``enforce_retention_duration=False``; longer is honoured (it deletes less; note that versions older than
+            the table's retention may already miss files, since checkpoints drop tombstones past it).
+            ``dry_run`` lists what would be deleted (``files_to_delete``, with sizes) and deletes and commits nothing.
+            ``mode`` is ``"full"`` (list storage) or ``"lite"`` (read the log since the last vacuum).
+            ``enforce_retention_duration`` refuses a retention below the table's, and a table whose log retention is
+            shorter than its file retention. ``commit_log_entries`` commits VACUUM START and VACUUM END around the
+            deletes.
         executor: where listing and deleting run (default: a `LocalExecutor` of ``max_concurrent_tasks`` threads).
         max_concurrent_tasks: threads of the default local executor (default: one per CPU on a local disk, 4 per CPU
             and at least 8 on object stores).
@@ -531,14 +522,15 @@ def vacuum(
     start_ms = int(time.time() * 1000)
     clock = time.monotonic()
     uri = table.uri
-    kind = _mode(mode, uri)
+    opts = VacuumOptions.resolve(options, fields, uri)
+    kind = opts.mode.upper()
     snapshot = table.snapshot()
     ensure_writable(snapshot.protocol, uri)  # before anything else, as vacuumProtocolCheck requires
     _refuse_misnamed_log_files(table.storage, uri)
     window = resolve_retention(
         snapshot,
-        retention_hours=retention_hours,
-        enforce_retention_duration=enforce_retention_duration,
+        retention_hours=opts.retention_hours,
+        enforce_retention_duration=opts.enforce_retention_duration,
         now_ms=start_ms,
     )
     if max_concurrent_tasks is not None and (isinstance(max_concurrent_tasks, bool) or max_concurrent_tasks < 1):
@@ -565,9 +557,9 @@ def vacuum(
             plan = plan_lite(storage, snapshot, protected, rule, window.horizon_ms)
         identify_ms = int((time.monotonic() - clock) * 1000)
         run = _Run(table, snapshot, window, kind, executor.name, start_ms, identify_ms)
-        if dry_run:
+        if opts.dry_run:
             return run.stats(plan, dry_run=True)
-        return _delete_and_commit(run, plan, executor, commit_log_entries, progress)
+        return _delete_and_commit(run, plan, executor, opts.commit_log_entries, progress)
     finally:
         if owned:
             executor.close()
@@ -596,7 +588,7 @@ def _refuse_misnamed_log_files(storage: Storage, uri: str) -> None:
 class _Run:
     """What one VACUUM run knows once planned: enough to commit, and to report."""
 
-    table: DeltaTable
+    table: Table
     snapshot: Snapshot
     window: RetentionWindow
     mode: str
@@ -707,7 +699,7 @@ def _delete_and_commit(
     return run.stats(plan, deleted=objects, delete_ms=delete_ms, versions=tuple(versions))
 
 
-def _end_failed(table: DeltaTable, snapshot: Snapshot) -> int | None:
+def _end_failed(table: Table, snapshot: Snapshot) -> int | None:
     """Commit VACUUM END with status FAILED; a failure here must not hide the error that got us here."""
     try:
         return _commit(table, snapshot, "VACUUM END", {"status": "FAILED"}, {}).version

@@ -27,14 +27,12 @@ from airflow_provider_deltalite.engine.expressions import column_path, format_co
 from airflow_provider_deltalite.engine.file_stats import StatsCollector
 from airflow_provider_deltalite.engine.rewrite import RewriteResult, TableContext, WriterOptions
 from airflow_provider_deltalite.engine.snapshot import Snapshot
-from airflow_provider_deltalite.engine.table import DeltaTable
+from airflow_provider_deltalite.engine.table import Table
 from airflow_provider_deltalite.engine.transaction import RetryPolicy, ensure_can_add_files, live_file_actions
-from airflow_provider_deltalite.executors.base import Executor, ShuffleExecutor
-from airflow_provider_deltalite.executors.local import LocalExecutor
 from airflow_provider_deltalite.maintenance.bin_packing import group_by
-from airflow_provider_deltalite.maintenance.clustering import DEFAULT_RUN_BYTES, ClusterTask, cluster_files
+from airflow_provider_deltalite.maintenance.clustering import ClusterTask, cluster_files
 from airflow_provider_deltalite.maintenance.clustering_shuffle import cluster_with_shuffle, wants_shuffle
-from airflow_provider_deltalite.maintenance.curves import CURVES, DEFAULT_NUM_RANGES
+from airflow_provider_deltalite.maintenance.executor import Executor, LocalExecutor, ShuffleExecutor
 from airflow_provider_deltalite.maintenance.optimize import (
     OptimizeProgress,
     commit_rewrite,
@@ -43,8 +41,9 @@ from airflow_provider_deltalite.maintenance.optimize import (
     resolve_sizes,
 )
 from airflow_provider_deltalite.maintenance.optimize_stats import FileSizeMetrics, OptimizeStats
+from airflow_provider_deltalite.maintenance.options import CURVES, MAX_ZORDER_COLUMNS, ZOrderOptions
 
-MAX_COLUMNS = 32
+MAX_COLUMNS = MAX_ZORDER_COLUMNS
 TAG_CUBE_ID = "ZCUBE_ID"
 TAG_COLUMNS = "ZCUBE_ZORDER_BY"
 TAG_CURVE = "ZCUBE_ZORDER_CURVE"
@@ -205,35 +204,23 @@ def _cube_of(add: Mapping[str, Any], columns_tag: str, curve: str) -> str | None
 
 
 def zorder(
-    table: DeltaTable,
-    columns: Sequence[str],
+    table: Table,
+    columns: Sequence[str] | ZOrderOptions,
     *,
-    curve: str = "zorder",
-    where: str | None = None,
-    target_size: int | None = None,
-    num_ranges: int = DEFAULT_NUM_RANGES,
-    noise: bool = True,
-    run_bytes: int = DEFAULT_RUN_BYTES,
-    dry_run: bool = False,
     executor: Executor | None = None,
     max_concurrent_tasks: int | None = None,
     writer_options: WriterOptions | None = None,
     retry: RetryPolicy | None = None,
     progress: Callable[[OptimizeProgress], None] | None = None,
+    **fields: Any,
 ) -> OptimizeStats:
     """Cluster ``table`` along ``curve`` over ``columns`` (see the module docstring).
 
     Args:
         table: the table.
-        columns: clustering columns (at most 32; not partition columns; they must have statistics).
-        curve: ``zorder`` (bit interleaving, the default) or ``hilbert``.
-        where: a predicate on partition columns choosing the partitions.
-        target_size: bytes per output file (default ``delta.targetFileSize``, else 1 GiB).
-        num_ranges: range ids per column (the reference's 1000).
-        noise: add a random byte to the key so long runs of equal keys spread over files (reproducible).
-        run_bytes: the (estimated) memory one sorted run may take: what bounds each task's memory, whatever the
-            partition or file size.
-        dry_run: plan only.
+        columns: the clustering columns, or a whole `ZOrderOptions` (``columns``, ``curve``, ``where``,
+            ``target_size``, ``dry_run``, ``num_ranges``, ``noise``, ``run_bytes``). With a list of columns, pass the
+            other fields as keyword arguments.
         executor: where partitions are clustered (default `LocalExecutor`).
         max_concurrent_tasks: threads of the default local executor.
         writer_options: Parquet encoding of the new files.
@@ -249,19 +236,19 @@ def zorder(
         ProtocolNotSupported: the table has a feature deltalite cannot write.
         ConcurrentModification: a concurrent commit removed one of the rewritten files.
     """
+    if isinstance(columns, ZOrderOptions):
+        opts = ZOrderOptions.resolve(columns, fields, table.uri)
+    else:
+        opts = ZOrderOptions.build({"columns": columns, **fields}, table.uri)
     start_ms = int(time.time() * 1000)
     snapshot = table.snapshot()
     ensure_can_add_files(snapshot)
-    if num_ranges < 2:
-        raise InvalidArgument(f"num_ranges must be at least 2, got {num_ranges}", snapshot.table_uri)
-    if run_bytes < 1:
-        raise InvalidArgument(f"run_bytes must be positive, got {run_bytes}", snapshot.table_uri)
-    plan = plan_zorder(snapshot, columns, curve=curve, where=where, target_size=target_size)
+    plan = plan_zorder(snapshot, opts.columns, curve=opts.curve, where=opts.where, target_size=opts.target_size)
     owned = executor is None
     executor = executor or LocalExecutor(max_concurrent_tasks)
     try:
-        if dry_run or not plan.bins:
-            return _stats(plan, executor, start_ms, [], None, dry_run=dry_run)
+        if opts.dry_run or not plan.bins:
+            return _stats(plan, executor, start_ms, [], None, dry_run=opts.dry_run)
         ctx = TableContext.from_snapshot(snapshot)
         writer = writer_options or WriterOptions()
         deletion_timestamp = int(time.time() * 1000)
@@ -273,14 +260,14 @@ def zorder(
                 files=b.files,
                 columns=plan.columns,
                 curve=plan.curve,
-                num_ranges=num_ranges,
+                num_ranges=opts.num_ranges,
                 num_files=b.num_files,
-                noise=noise,
+                noise=opts.noise,
                 seed=zlib.crc32("\n".join(f["path"] for f in b.files).encode()),
                 deletion_timestamp=deletion_timestamp,
                 writer=writer,
                 tags={TAG_CUBE_ID: str(uuid.uuid4()), TAG_COLUMNS: columns_tag, TAG_CURVE: plan.curve},
-                run_bytes=run_bytes,
+                run_bytes=opts.run_bytes,
             )
             for i, b in enumerate(plan.bins)
         ]

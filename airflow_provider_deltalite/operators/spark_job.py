@@ -47,7 +47,7 @@ from airflow_provider_deltalite.jobs.engine_zip import build_package_zip
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
 
-    from airflow_provider_deltalite.engine import DeltaTable
+    from airflow_provider_deltalite.table import DeltaTable
 
 JOB_FILE = str(Path(spark_job.__file__).resolve())
 STORAGE_OPTIONS_ENV = spark_job.STORAGE_OPTIONS_ENV
@@ -225,7 +225,7 @@ class DeltaLiteSparkJobOperator(SparkSubmitOperator):
         """Plan, then (if there is work) submit the job, and return its stats as a plain dict."""
         uri = self.resolve(context)
         if self.preflight or self.has_threshold():
-            from airflow_provider_deltalite.engine import DeltaTable
+            from airflow_provider_deltalite.table import DeltaTable
 
             decided = self.plan(DeltaTable(uri, storage_options=self._storage_options))
             if decided is not None:

@@ -14,7 +14,7 @@ from airflow_provider_deltalite.operators.spark_job import (
 )
 
 if TYPE_CHECKING:
-    from airflow_provider_deltalite.engine import DeltaTable
+    from airflow_provider_deltalite.table import DeltaTable
 
 
 class VacuumOperator(DeltaLiteSparkJobOperator):

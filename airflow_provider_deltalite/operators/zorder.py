@@ -10,7 +10,7 @@ from airflow_provider_deltalite.engine.errors import InvalidArgument
 from airflow_provider_deltalite.operators.spark_job import DeltaLiteSparkJobOperator, optional_text, whole_number
 
 if TYPE_CHECKING:
-    from airflow_provider_deltalite.engine import DeltaTable
+    from airflow_provider_deltalite.table import DeltaTable
 
 
 def column_names(value: Any, table_uri: str | None) -> list[str]:

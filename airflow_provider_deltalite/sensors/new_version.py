@@ -20,7 +20,7 @@ from airflow_provider_deltalite.triggers.new_version import (
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
 
-    from airflow_provider_deltalite.engine import DeltaTable
+    from airflow_provider_deltalite.table import DeltaTable
 
 _JINJA = re.compile(r"{{|{%")
 

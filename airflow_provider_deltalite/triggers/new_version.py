@@ -26,8 +26,8 @@ from airflow.triggers.base import TriggerEvent
 from airflow_provider_deltalite.engine.errors import DeltaLiteError, InvalidArgument, TableNotFound
 
 if TYPE_CHECKING:
-    from airflow_provider_deltalite.engine import DeltaTable
     from airflow_provider_deltalite.maintenance.changes import ChangeSet
+    from airflow_provider_deltalite.table import DeltaTable
 
 # Keys of the asset state store are at most 512 characters; a longer table URI is stored under its digest.
 _STATE_KEY_PREFIX = "deltalite.new_version.cursor:"

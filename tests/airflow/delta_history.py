@@ -22,7 +22,7 @@ def append(path: Path, ids: list[int]) -> int:
 
 def optimize(path: Path) -> int:
     """Compact every file with deltalite's OPTIMIZE (a commit whose file actions all have dataChange=false)."""
-    from airflow_provider_deltalite.engine import DeltaTable
+    from airflow_provider_deltalite import DeltaTable
 
     version = DeltaTable(str(path)).optimize().committed_version
     assert version is not None, "OPTIMIZE had nothing to compact"

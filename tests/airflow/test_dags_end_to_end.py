@@ -22,6 +22,7 @@ from urllib.parse import unquote
 import pyarrow as pa
 import pytest
 
+from airflow_provider_deltalite import DeltaTable
 from airflow_provider_deltalite.demo import (
     DAG_ID,
     FAST_JVM_CONF,
@@ -29,7 +30,6 @@ from airflow_provider_deltalite.demo import (
     example_dags_dir,
     read_return_values,
 )
-from airflow_provider_deltalite.engine import DeltaTable
 from airflow_provider_deltalite.maintenance.optimize_stats import OptimizeStats, camel_case
 from airflow_provider_deltalite.maintenance.vacuum_stats import VacuumStats
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_deltalite.engine import DeltaTable
+from airflow_provider_deltalite import DeltaTable
 from airflow_provider_deltalite.engine.errors import InvalidArgument, TableNotFound
 from airflow_provider_deltalite.sensors.new_version import NewVersionSensor, version_as_of
 from airflow_provider_deltalite.triggers.new_version import NewVersionTrigger, error_event

@@ -21,8 +21,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from airflow_provider_deltalite import DeltaTable
 from airflow_provider_deltalite.demo import FAST_JVM_CONF, create_small_file_table
-from airflow_provider_deltalite.engine import DeltaTable, InvalidArgument, InvalidExpression, TableNotFound
+from airflow_provider_deltalite.engine import InvalidArgument, InvalidExpression, TableNotFound
 from airflow_provider_deltalite.hooks.deltalite import InvalidConnection
 from airflow_provider_deltalite.hooks.spark_submit import bundled_spark_submit, pyspark_home
 from airflow_provider_deltalite.jobs.engine_zip import build_package_zip

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_deltalite.engine import DeltaLiteError, DeltaTable
+from airflow_provider_deltalite import DeltaTable
+from airflow_provider_deltalite.engine import DeltaLiteError
 from airflow_provider_deltalite.engine.scan import scan
 from tests.conformance.corpus import (
     CORPUS,

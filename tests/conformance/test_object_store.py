@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_deltalite.engine import DeltaTable, TableNotFound, VersionNotFound
+from airflow_provider_deltalite import DeltaTable
+from airflow_provider_deltalite.engine import TableNotFound, VersionNotFound
 from airflow_provider_deltalite.engine.scan import scan
 from tests.conformance.corpus import CORPUS, deltars_paths, normalise_path, read_expected, row_multiset
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from airflow_provider_deltalite.engine import DeltaLiteError, DeltaTable
+from airflow_provider_deltalite import DeltaTable
+from airflow_provider_deltalite.engine import DeltaLiteError
 from airflow_provider_deltalite.engine.scan import scan
 from tests.conformance.corpus import (
     CorpusTable,

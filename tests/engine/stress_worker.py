@@ -20,7 +20,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from airflow_provider_deltalite.engine import ConcurrentModification, DeltaTable, remove_from_add
+from airflow_provider_deltalite import DeltaTable
+from airflow_provider_deltalite.engine import ConcurrentModification, remove_from_add
 from airflow_provider_deltalite.engine.transaction import RetryPolicy, live_file_actions
 
 OPERATIONS = ("append", "deltars_append", "rewrite", "delete")

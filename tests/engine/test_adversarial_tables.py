@@ -26,8 +26,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from airflow_provider_deltalite import DeltaTable
 from airflow_provider_deltalite.cli import describe_document
-from airflow_provider_deltalite.engine import DeltaTable
 from airflow_provider_deltalite.engine.checkpoint_writer import write_checkpoint
 from airflow_provider_deltalite.engine.errors import (
     CorruptLog,

@@ -15,7 +15,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_provider_deltalite.engine import DeltaTable, InvalidTableProperty
+from airflow_provider_deltalite import DeltaTable
+from airflow_provider_deltalite.engine import InvalidTableProperty
 from airflow_provider_deltalite.engine.checkpoint_writer import (
     checkpoint_interval,
     last_checkpoint_checksum,

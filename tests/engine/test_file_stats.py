@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_provider_deltalite.engine import DeltaTable
+from airflow_provider_deltalite import DeltaTable
 from airflow_provider_deltalite.engine.errors import DeltaLiteError, InvalidTableProperty, SchemaError
 from airflow_provider_deltalite.engine.file_stats import StatsCollector
 from airflow_provider_deltalite.engine.schema import column_mapping_mode, parse_schema_string, physical_name

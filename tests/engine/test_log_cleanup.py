@@ -12,7 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_provider_deltalite.engine import DeltaTable, InvalidTableProperty, ProtocolNotSupported, VersionNotFound
+from airflow_provider_deltalite import DeltaTable
+from airflow_provider_deltalite.engine import InvalidTableProperty, ProtocolNotSupported, VersionNotFound
 from airflow_provider_deltalite.engine.checkpoint_writer import write_checkpoint
 from airflow_provider_deltalite.engine.log_cleanup import CleanupResult, cleanup_cutoff, cleanup_expired_logs
 from tests.conformance.corpus import deltars_paths, normalise_path

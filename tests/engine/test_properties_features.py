@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_deltalite.engine import DeltaTable
+from airflow_provider_deltalite import DeltaTable
 from airflow_provider_deltalite.engine.errors import InvalidTableProperty, ProtocolNotSupported
 from airflow_provider_deltalite.engine.features import ProtocolView, ensure_readable, ensure_writable
 from airflow_provider_deltalite.engine.properties import TableProperties, parse_interval_ms

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_deltalite.engine import DeltaTable
+from airflow_provider_deltalite import DeltaTable
 from airflow_provider_deltalite.engine.replay import _map_lookup_many, _read_parquet_actions
 
 STRING_MAP = pa.map_(pa.string(), pa.string())

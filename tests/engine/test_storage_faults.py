@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_provider_deltalite.engine import DeltaTable
+from airflow_provider_deltalite import DeltaTable
 from airflow_provider_deltalite.engine.checkpoint_writer import write_checkpoint
 from airflow_provider_deltalite.engine.errors import DeltaLiteError, InvalidArgument, StorageError, UploadInterrupted
 from airflow_provider_deltalite.engine.log_path import LOG_DIR, version_prefix

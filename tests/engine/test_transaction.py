@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 from fsspec.implementations.local import LocalFileSystem
 
+from airflow_provider_deltalite import DeltaTable
 from airflow_provider_deltalite.engine import (
     CommitTooLate,
     ConcurrentAppend,
@@ -25,7 +26,6 @@ from airflow_provider_deltalite.engine import (
     ConcurrentDeleteRead,
     ConcurrentTransaction,
     CreateOnlyNotSupported,
-    DeltaTable,
     InvalidTableProperty,
     MetadataChanged,
     ProtocolNotSupported,

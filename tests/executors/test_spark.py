@@ -19,7 +19,8 @@ import pytest
 from pyspark import cloudpickle
 
 import airflow_provider_deltalite
-from airflow_provider_deltalite.engine import DeltaTable, ExecutorError, TableNotFound, VersionNotFound
+from airflow_provider_deltalite import DeltaTable
+from airflow_provider_deltalite.engine import ExecutorError, TableNotFound, VersionNotFound
 from airflow_provider_deltalite.executors import LocalExecutor
 from airflow_provider_deltalite.executors.spark import SparkExecutor, worker_exception
 from airflow_provider_deltalite.jobs import spark_job

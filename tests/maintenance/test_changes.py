@@ -18,7 +18,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from airflow_provider_deltalite.engine import CorruptLog, DeltaTable, InvalidArgument, TableNotFound
+from airflow_provider_deltalite import DeltaTable
+from airflow_provider_deltalite.engine import CorruptLog, InvalidArgument, TableNotFound
 from airflow_provider_deltalite.engine.checkpoint_writer import write_checkpoint
 from airflow_provider_deltalite.engine.errors import LogGap, TableRecreated
 from airflow_provider_deltalite.engine.rewrite import TableContext, WriterOptions, write_data_file

@@ -14,9 +14,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from airflow_provider_deltalite import DeltaTable
 from airflow_provider_deltalite.engine import (
     ConcurrentDeleteRead,
-    DeltaTable,
     InvalidArgument,
     InvalidExpression,
     ProtocolNotSupported,

@@ -18,8 +18,8 @@ import fsspec
 import pyarrow as pa
 import pytest
 
+from airflow_provider_deltalite import DeltaTable
 from airflow_provider_deltalite.engine import (
-    DeltaTable,
     InvalidArgument,
     ProtocolNotSupported,
     RetentionTooShort,

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_deltalite.engine import DeltaTable
+from airflow_provider_deltalite import DeltaTable
 from airflow_provider_deltalite.engine.storage import DirListing, Storage
 from airflow_provider_deltalite.maintenance.vacuum import vacuum
 from tests.maintenance.vacuum_histories import (

@@ -13,7 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet
 import pytest
 
-from airflow_provider_deltalite.engine import DeltaTable, InvalidArgument, InvalidExpression
+from airflow_provider_deltalite import DeltaTable
+from airflow_provider_deltalite.engine import InvalidArgument, InvalidExpression
 from airflow_provider_deltalite.executors import LocalExecutor
 from airflow_provider_deltalite.maintenance.zorder import zorder
 from tests.conformance.corpus import row_multiset

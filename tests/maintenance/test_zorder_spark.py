@@ -11,7 +11,7 @@ from urllib.parse import unquote
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_provider_deltalite.engine import DeltaTable
+from airflow_provider_deltalite import DeltaTable
 from airflow_provider_deltalite.executors import LocalExecutor
 from airflow_provider_deltalite.executors.spark import SparkExecutor
 from airflow_provider_deltalite.maintenance import clustering_shuffle

@@ -73,7 +73,7 @@ PRELOAD = (
     "airflow_provider_deltalite.engine.features",
     "airflow_provider_deltalite.engine.log_cleanup",
     "airflow_provider_deltalite.executors",
-    "airflow_provider_deltalite.executors.local",
+    "airflow_provider_deltalite.maintenance.executor",
     "airflow_provider_deltalite.maintenance.optimize",
     "airflow_provider_deltalite.maintenance.vacuum",
     "airflow_provider_deltalite.maintenance.zorder",
@@ -249,7 +249,7 @@ def delta_rs_rows(path: Path) -> list[tuple]:
 
 def engine_rows(path: Path) -> tuple[int, list[tuple]]:
     """The latest version and its rows as read by deltalite's engine (snapshot + scan)."""
-    from airflow_provider_deltalite.engine import DeltaTable
+    from airflow_provider_deltalite import DeltaTable
     from airflow_provider_deltalite.engine.scan import scan
 
     snapshot = DeltaTable(str(path)).snapshot()

@@ -200,7 +200,7 @@ def append_rows(table: Any, part: str, ids: Sequence[int], seq: int, batch: int,
 
 
 def _append_loop(args: argparse.Namespace, log: _Log) -> None:
-    from airflow_provider_deltalite.engine import DeltaTable
+    from airflow_provider_deltalite import DeltaTable
 
     options = json.loads(args.options)
     table = DeltaTable(args.uri, options)
@@ -238,7 +238,7 @@ def _append_loop(args: argparse.Namespace, log: _Log) -> None:
 
 
 def _optimize_loop(args: argparse.Namespace, log: _Log) -> None:
-    from airflow_provider_deltalite.engine import DeltaTable
+    from airflow_provider_deltalite import DeltaTable
     from airflow_provider_deltalite.maintenance.optimize import optimize
 
     options = json.loads(args.options)
@@ -275,7 +275,7 @@ class RecordingExecutor:
     name = "local"
 
     def __init__(self, threads: int) -> None:
-        from airflow_provider_deltalite.executors.local import LocalExecutor
+        from airflow_provider_deltalite.executors import LocalExecutor
 
         self._inner = LocalExecutor(threads)
         self.deleted: list[str] = []
@@ -297,7 +297,7 @@ class RecordingExecutor:
 
 
 def _vacuum_loop(args: argparse.Namespace, log: _Log) -> None:
-    from airflow_provider_deltalite.engine import DeltaTable
+    from airflow_provider_deltalite import DeltaTable
     from airflow_provider_deltalite.maintenance.vacuum import vacuum
 
     options = json.loads(args.options)
@@ -623,7 +623,7 @@ def analyze(
     import deltalake
     import s3fs
 
-    from airflow_provider_deltalite.engine import DeltaTable
+    from airflow_provider_deltalite import DeltaTable
     from airflow_provider_deltalite.engine.scan import scan
 
     violations: list[str] = []

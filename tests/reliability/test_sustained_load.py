@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_deltalite.engine import DeltaTable
+from airflow_provider_deltalite import DeltaTable
 from tests.reliability.soak import (
     APPENDERS,
     OPTIMIZERS,

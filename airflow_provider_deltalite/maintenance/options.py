@@ -1,0 +1,447 @@
+"""One typed, validated options object per maintenance operation, built the same way on every surface.
+
+The Python API builds it from keyword arguments (``OptimizeOptions(where="date = '2026-11-01'")``), the CLI from argv,
+the operators from their rendered template fields (`from_text`), and the spark-submit job receives it as one JSON
+document (`to_json` / `from_json`). The names follow Delta and delta-rs: ``columns``, ``retention_hours``, ``mode``,
+``since``.
+
+What can be checked without the table (types, ranges, known names) is checked here, when the object is built; what
+needs the table (a column's type, a property default) is checked by the operation. A bad value raises
+`InvalidArgument` naming the field; the builders that know the table (`build`, `from_text`, `from_json`) name the table
+too. This module imports only the engine's errors, so the Airflow layer can use it without loading pyarrow.
+
+Example:
+    >>> OptimizeOptions.from_text({"target_size": "268435456", "dry_run": "true"}).target_size
+    268435456
+    >>> VacuumOptions.from_json('{"retention_hours": 240, "mode": "lite"}').mode
+    'lite'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar
+
+from airflow_provider_deltalite.engine.errors import InvalidArgument
+
+OptionsT = TypeVar("OptionsT", bound="MaintenanceOptions")
+
+CURVES = ("zorder", "hilbert")
+DEFAULT_NUM_RANGES = 1000  # range ids per clustering column: the reference's 1000
+DEFAULT_RUN_BYTES = 16 * 1024 * 1024  # memory one sorted clustering run may take
+MAX_ZORDER_COLUMNS = 32
+VACUUM_MODES = ("full", "lite")
+GAP_POLICIES = ("raise", "resume")
+HOUR_MS = 3_600_000
+
+
+# -- checks shared with the operations (one message per rule, wherever it is checked) ---------------------------------
+
+
+def positive_bytes(name: str, value: Any, table_uri: str | None = None) -> int | None:
+    """A positive whole number of bytes, or None (unset)."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+        raise InvalidArgument(f"{name} must be a positive number of bytes, got {value!r}", table_uri)
+    return value
+
+
+def share(name: str, value: Any, table_uri: str | None = None) -> float | None:
+    """A number between 0 and 1, or None (unset)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise InvalidArgument(f"{name} must be between 0 and 1, got {value!r}", table_uri)
+    return float(value)
+
+
+def retention_ms(retention_hours: Any, table_uri: str | None = None) -> int | None:
+    """``retention_hours`` in milliseconds, or None when not given.
+
+    Raises:
+        InvalidArgument: not a finite, non-negative number of hours.
+    """
+    if retention_hours is None:
+        return None
+    if isinstance(retention_hours, bool) or not isinstance(retention_hours, int | float):
+        raise InvalidArgument(f"retention_hours must be a number of hours, got {retention_hours!r}", table_uri)
+    if not math.isfinite(retention_hours):
+        raise InvalidArgument(f"retention_hours must be a finite number of hours, got {retention_hours!r}", table_uri)
+    if retention_hours < 0:
+        raise InvalidArgument(f"retention_hours must not be negative, got {retention_hours:g}", table_uri)
+    return round(retention_hours * HOUR_MS)
+
+
+def _flag(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidArgument(f"{name} must be true or false, got {value!r}")
+    return value
+
+
+def _choice(name: str, value: Any, choices: Sequence[str], *, fold_case: bool = False) -> str:
+    text = value.strip().lower() if fold_case and isinstance(value, str) else value
+    if text not in choices:
+        raise InvalidArgument(f"{name} must be {' or '.join(repr(c) for c in choices)}, got {value!r}")
+    return str(text)
+
+
+# -- converters for rendered templates and other text (None, "" and "None" mean unset) --------------------------------
+
+
+def optional_text(value: Any) -> str | None:
+    """A string value; None, "" and a rendered "None" mean unset."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    return None if text in ("", "None") else text
+
+
+def whole_number(name: str, value: Any) -> int | None:
+    """An integer (an int, or a string or float holding one)."""
+    if isinstance(value, bool):
+        raise InvalidArgument(f"{name} must be a whole number, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    text = optional_text(value)
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise InvalidArgument(f"{name} must be a whole number, got {text!r}") from None
+
+
+def real_number(name: str, value: Any) -> float | None:
+    """A number (an int or float, or a string holding one)."""
+    if isinstance(value, bool):
+        raise InvalidArgument(f"{name} must be a number, got {value!r}")
+    if isinstance(value, int | float):
+        return float(value)
+    text = optional_text(value)
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise InvalidArgument(f"{name} must be a number, got {text!r}") from None
+
+
+def flag(name: str, value: Any) -> bool:
+    """A bool, or a rendered "true"/"false" (any case)."""
+    if isinstance(value, bool):
+        return value
+    text = optional_text(value)
+    if text is not None and text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    raise InvalidArgument(f"{name} must be true or false, got {value!r}")
+
+
+def split_columns(text: str) -> list[str] | None:
+    """``a,b,c`` as names, a backquoted name keeping a comma or dot whole; None when a name is empty."""
+    names, current, quoted = [], "", False
+    for char in text:
+        if char == "`":
+            quoted = not quoted
+        if char == "," and not quoted:
+            names.append(current.strip())
+            current = ""
+        else:
+            current += char
+    names.append(current.strip())
+    return None if any(not n for n in names) else names
+
+
+def column_names(name: str, value: Any) -> list[str]:
+    """Column names from a list, a JSON list, a rendered Python list or a comma-separated string."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError:
+                # a Python list rendered by Jinja: ['a', 'b']
+                value = [part.strip().strip("'\"") for part in text.strip("[]").split(",")]
+        else:
+            value = split_columns(text) or []
+    if not isinstance(value, list | tuple) or not value or not all(isinstance(c, str) and c.strip() for c in value):
+        raise InvalidArgument(f"{name} must be a non-empty list of column names, got {value!r}")
+    return [c.strip() for c in value]
+
+
+# -- the options objects ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class MaintenanceOptions:
+    """What every options object shares: building from loose values or JSON, and the JSON form."""
+
+    operation: ClassVar[str]
+    # field -> converter from text (rendered templates, argv); fields without one are taken as they are
+    text_converters: ClassVar[Mapping[str, Callable[[str, Any], Any]]] = {}
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """Validate the fields (normalising them in place); raises InvalidArgument naming the field."""
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        """The option names, in declaration order."""
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def build(cls: type[OptionsT], values: Mapping[str, Any], table_uri: str | None = None) -> OptionsT:
+        """From keyword values; an unknown name or a bad value raises InvalidArgument naming the table."""
+        unknown = sorted(set(values) - set(cls.field_names()))
+        try:
+            if unknown:
+                raise InvalidArgument(f"unknown {cls.operation} option {unknown[0]!r}")
+            return cls(**values)
+        except InvalidArgument as exc:
+            raise InvalidArgument(exc.problem, table_uri) from None
+
+    @classmethod
+    def from_text(cls: type[OptionsT], values: Mapping[str, Any], table_uri: str | None = None) -> OptionsT:
+        """From rendered template values (strings such as ``"5"``, ``"true"``, ``"a,b"``; None/""/"None" unset).
+
+        A value that is unset keeps the field's default.
+        """
+        converted: dict[str, Any] = {}
+        try:
+            for name, value in values.items():
+                convert = cls.text_converters.get(name)
+                value = convert(name, value) if convert is not None else value
+                if value is not None:
+                    converted[name] = value
+        except InvalidArgument as exc:
+            raise InvalidArgument(exc.problem, table_uri) from None
+        return cls.build(converted, table_uri)
+
+    @classmethod
+    def from_json(cls: type[OptionsT], text: str | bytes, table_uri: str | None = None) -> OptionsT:
+        """From the JSON document `to_json` wrote (what the spark-submit job receives)."""
+        try:
+            values = json.loads(text)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise InvalidArgument(f"{cls.operation} options are not valid JSON: {exc}", table_uri) from None
+        if not isinstance(values, dict):
+            raise InvalidArgument(f"{cls.operation} options must be a JSON object", table_uri)
+        return cls.build(values, table_uri)
+
+    @classmethod
+    def resolve(
+        cls: type[OptionsT], options: OptionsT | None, values: Mapping[str, Any], table_uri: str | None = None
+    ) -> OptionsT:
+        """``options`` as given, or built from keyword ``values`` (passing both is an error)."""
+        if options is None:
+            return cls.build(values, table_uri)
+        if values:
+            raise InvalidArgument(
+                f"pass {cls.__name__} or keyword options, not both (got {', '.join(sorted(values))})", table_uri
+            )
+        if not isinstance(options, cls):
+            raise InvalidArgument(f"options must be {cls.__name__}, got {type(options).__name__}", table_uri)
+        return options
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as plain JSON values (tuples as lists)."""
+        return {
+            name: list(value) if isinstance(value, tuple) else value
+            for name, value in ((f.name, getattr(self, f.name)) for f in dataclasses.fields(self))
+        }
+
+    def to_json(self) -> str:
+        """One JSON object; `from_json` reads it back to an equal object."""
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    def _set(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)  # normalising a frozen dataclass while it is built
+
+
+@dataclass(frozen=True, kw_only=True)
+class OptimizeOptions(MaintenanceOptions):
+    """OPTIMIZE (bin-packing compaction).
+
+    Attributes:
+        where: a predicate on partition columns choosing the partitions (``"date >= '2026-11-01'"``).
+        target_size: the largest bin in bytes (default ``delta.targetFileSize``, else 1 GiB).
+        min_file_size: files below this are rewritten (default as ``target_size``).
+        max_deleted_rows_ratio: files whose deletion vector removes more than this share of rows are rewritten (0.05).
+        batch_size: input bytes per commit; unset means one commit.
+        dry_run: plan only; nothing is written.
+    """
+
+    operation: ClassVar[str] = "optimize"
+    text_converters: ClassVar[Mapping[str, Callable[[str, Any], Any]]] = {
+        "where": lambda _, v: optional_text(v),
+        "target_size": whole_number,
+        "min_file_size": whole_number,
+        "max_deleted_rows_ratio": real_number,
+        "batch_size": whole_number,
+        "dry_run": flag,
+    }
+
+    where: str | None = None
+    target_size: int | None = None
+    min_file_size: int | None = None
+    max_deleted_rows_ratio: float | None = None
+    batch_size: int | None = None
+    dry_run: bool = False
+
+    def check(self) -> None:
+        if self.where is not None and not isinstance(self.where, str):
+            raise InvalidArgument(f"where must be a predicate string, got {self.where!r}")
+        for name in ("target_size", "min_file_size", "batch_size"):
+            positive_bytes(name, getattr(self, name))
+        self._set("max_deleted_rows_ratio", share("max_deleted_rows_ratio", self.max_deleted_rows_ratio))
+        _flag("dry_run", self.dry_run)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ZOrderOptions(MaintenanceOptions):
+    """Clustering along a Z-order or Hilbert curve.
+
+    Attributes:
+        columns: the clustering columns (at most 32; not partition columns; they must have statistics).
+        curve: ``zorder`` (bit interleaving, the default) or ``hilbert``.
+        where: a predicate on partition columns choosing the partitions.
+        target_size: bytes per output file (default ``delta.targetFileSize``, else 1 GiB).
+        dry_run: plan only.
+        num_ranges: range ids per column (the reference's 1000).
+        noise: add a reproducible random byte to the key so long runs of equal keys spread over files.
+        run_bytes: the (estimated) memory one sorted run may take; it bounds each task's memory.
+    """
+
+    operation: ClassVar[str] = "zorder"
+    text_converters: ClassVar[Mapping[str, Callable[[str, Any], Any]]] = {
+        "columns": column_names,
+        "curve": lambda _, v: optional_text(v),
+        "where": lambda _, v: optional_text(v),
+        "target_size": whole_number,
+        "dry_run": flag,
+        "num_ranges": whole_number,
+        "noise": flag,
+        "run_bytes": whole_number,
+    }
+
+    columns: tuple[str, ...] = ()
+    curve: str = "zorder"
+    where: str | None = None
+    target_size: int | None = None
+    dry_run: bool = False
+    num_ranges: int = DEFAULT_NUM_RANGES
+    noise: bool = True
+    run_bytes: int = DEFAULT_RUN_BYTES
+
+    def check(self) -> None:
+        columns = self.columns
+        if isinstance(columns, str) or not isinstance(columns, Sequence):
+            raise InvalidArgument(f"columns must be a list of column names, got {columns!r}")
+        if not all(isinstance(c, str) for c in columns):
+            raise InvalidArgument(f"columns must be a list of column names, got {list(columns)!r}")
+        self._set("columns", tuple(columns))
+        # emptiness, the 32-column limit and duplicates are the operation's to report with the schema at hand
+        if self.curve not in CURVES:
+            raise InvalidArgument(f"curve must be one of {', '.join(CURVES)}, got {self.curve!r}")
+        if self.where is not None and not isinstance(self.where, str):
+            raise InvalidArgument(f"where must be a predicate string, got {self.where!r}")
+        positive_bytes("target_size", self.target_size)
+        _flag("dry_run", self.dry_run)
+        _flag("noise", self.noise)
+        if isinstance(self.num_ranges, bool) or not isinstance(self.num_ranges, int) or self.num_ranges < 2:
+            raise InvalidArgument(f"num_ranges must be at least 2, got {self.num_ranges}")
+        if isinstance(self.run_bytes, bool) or not isinstance(self.run_bytes, int) or self.run_bytes < 1:
+            raise InvalidArgument(f"run_bytes must be positive, got {self.run_bytes}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class VacuumOptions(MaintenanceOptions):
+    """VACUUM.
+
+    Attributes:
+        retention_hours: keep deleted files this long (default: the table's ``delta.deletedFileRetentionDuration``,
+            7 days unless set).
+        dry_run: list what would be deleted; delete and commit nothing.
+        mode: ``"full"`` (list storage) or ``"lite"`` (read the log since the last vacuum); any case.
+        enforce_retention_duration: refuse a retention below the table's.
+        commit_log_entries: commit VACUUM START and VACUUM END around the deletes.
+    """
+
+    operation: ClassVar[str] = "vacuum"
+    text_converters: ClassVar[Mapping[str, Callable[[str, Any], Any]]] = {
+        "retention_hours": real_number,
+        "dry_run": flag,
+        "mode": lambda _, v: optional_text(v),
+        "enforce_retention_duration": flag,
+        "commit_log_entries": flag,
+    }
+
+    retention_hours: float | None = None
+    dry_run: bool = False
+    mode: str = "full"
+    enforce_retention_duration: bool = True
+    commit_log_entries: bool = True
+
+    def check(self) -> None:
+        retention_ms(self.retention_hours)
+        _flag("dry_run", self.dry_run)
+        self._set("mode", _choice("mode", self.mode, VACUUM_MODES, fold_case=True))
+        _flag("enforce_retention_duration", self.enforce_retention_duration)
+        _flag("commit_log_entries", self.commit_log_entries)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChangesOptions(MaintenanceOptions):
+    """Listing the commits after a version (the log tail).
+
+    Attributes:
+        since: the last version already seen; -1 for from the beginning.
+        until: the newest version to list (inclusive).
+        on_gap: ``"raise"`` (`LogGap`) or ``"resume"`` when log cleanup removed the commits after ``since``.
+        table_id: the table's ``metaData.id`` when the cursor was taken (a different id means a recreated table).
+        on_recreate: ``"raise"`` (`TableRecreated`) or ``"resume"``.
+        include_metadata_changes: count metadata-only commits as new data.
+    """
+
+    operation: ClassVar[str] = "changes"
+    text_converters: ClassVar[Mapping[str, Callable[[str, Any], Any]]] = {
+        "since": whole_number,
+        "until": whole_number,
+        "on_gap": lambda _, v: optional_text(v),
+        "table_id": lambda _, v: optional_text(v),
+        "on_recreate": lambda _, v: optional_text(v),
+        "include_metadata_changes": flag,
+    }
+
+    since: int = -1
+    until: int | None = None
+    on_gap: str = "raise"
+    table_id: str | None = None
+    on_recreate: str = "raise"
+    include_metadata_changes: bool = False
+
+    def check(self) -> None:
+        since, until = self.since, self.until
+        if isinstance(since, bool) or not isinstance(since, int) or since < -1:
+            raise InvalidArgument(f"since must be a version, or -1 for from the beginning, got {since!r}")
+        if until is not None:
+            if isinstance(until, bool) or not isinstance(until, int) or until < 0:
+                raise InvalidArgument(f"until must be a non-negative version, got {until!r}")
+            if until < since:
+                raise InvalidArgument(f"until ({until}) must not be below since ({since})")
+        _choice("on_gap", self.on_gap, GAP_POLICIES)
+        _choice("on_recreate", self.on_recreate, GAP_POLICIES)
+        if self.table_id is not None and not isinstance(self.table_id, str):
+            raise InvalidArgument(f"table_id must be a string, got {self.table_id!r}")
+        _flag("include_metadata_changes", self.include_metadata_changes)
+
+
+OPTIONS_BY_OPERATION: dict[str, type[MaintenanceOptions]] = {
+    cls.operation: cls for cls in (OptimizeOptions, ZOrderOptions, VacuumOptions, ChangesOptions)
+}
