@@ -124,7 +124,7 @@ def test_dry_run_lists_the_files_with_sizes_and_writes_nothing(tmp_path: Path) -
 
 def test_human_summary_of_a_lite_run(tmp_path: Path) -> None:
     path = _table(tmp_path / "t")
-    out = _run("--lite", path)
+    out = _run("--mode", "lite", path)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0].startswith("vacuum    LITE: deleted 2 files and directories (")
@@ -132,7 +132,7 @@ def test_human_summary_of_a_lite_run(tmp_path: Path) -> None:
         "  read commits 0..2",
         "  committed VACUUM START (version 3) and VACUUM END (version 4), executor local",
     ]
-    again = _run("--lite", "--no-commit-log-entries", path)
+    again = _run("--mode", "lite", "--no-commit-log-entries", path)
     assert again.stdout.splitlines()[2:] == [
         "  no commits expired since the last vacuum",
         "  no log entries committed, executor local",
@@ -142,17 +142,19 @@ def test_human_summary_of_a_lite_run(tmp_path: Path) -> None:
 def test_bad_inputs_are_one_line_exit_2_and_delete_nothing(tmp_path: Path) -> None:
     path = _table(tmp_path / "t")
     state = tree_state(path)
-    assert _failed("--retain-hours", "-1", path) == (
+    assert _failed("--retention-hours", "-1", path) == (
         f"deltalite: error: table {path}: retention_hours must not be negative, got -1"
     )
-    line = _failed("--retain-hours", "24", path)
+    line = _failed("--retention-hours", "24", path)
     assert line.startswith(
         f"deltalite: error: table {path}: a retention of 24 hours is shorter than the table's "
         "delta.deletedFileRetentionDuration of 168 hours: "
     )
-    assert line.endswith("turn the check off with enforce_retention_duration=False (CLI: --no-retention-check)")
-    assert _failed("--retain-hours", "soon", path) == (
-        "deltalite: error: argument --retain-hours: not a number of hours: 'soon'"
+    assert line.endswith(
+        "turn the check off with enforce_retention_duration=False (CLI: --no-enforce-retention-duration)"
+    )
+    assert _failed("--retention-hours", "soon", path) == (
+        "deltalite: error: argument --retention-hours: not a number of hours: 'soon'"
     )
     assert _failed("--spark-master", "local[2]", path) == "deltalite: error: --spark-master needs --executor spark"
     assert _failed("--max-concurrent-tasks", "0", path) == (
@@ -172,7 +174,7 @@ def test_bad_inputs_are_one_line_exit_2_and_delete_nothing(tmp_path: Path) -> No
 
     iceberg = copy_table(ICEBERG, tmp_path / "iceberg")
     iceberg_state = tree_state(iceberg)
-    line = _failed("--retain-hours", "0", "--no-retention-check", iceberg)
+    line = _failed("--retention-hours", "0", "--no-enforce-retention-duration", iceberg)
     assert line.startswith(f"deltalite: error: table {iceberg}: unsupported writer feature 'icebergCompatV2'")
     assert tree_state(iceberg) == iceberg_state
 
@@ -180,7 +182,7 @@ def test_bad_inputs_are_one_line_exit_2_and_delete_nothing(tmp_path: Path) -> No
     deltalake.DeltaTable(str(cleaned)).create_checkpoint()
     (cleaned / "_delta_log" / f"{0:020d}.json").unlink()
     cleaned_state = tree_state(cleaned)
-    line = _failed("--lite", cleaned)
+    line = _failed("--mode", "lite", cleaned)
     assert line == (
         f"deltalite: error: table {cleaned}: VACUUM LITE needs every commit since version 0 or since the last "
         "vacuum, but the log starts at version 1 (older commits were cleaned up) and there is no _last_vacuum_info; "

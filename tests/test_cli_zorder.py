@@ -38,14 +38,14 @@ def _failed(*args: Any) -> str:
 
 def test_json_and_summary(tmp_path: Path) -> None:
     path = _table(tmp_path / "t")
-    out = _run("--by", "x,y", "--curve", "hilbert", "--json", path)
+    out = _run("--columns", "x,y", "--curve", "hilbert", "--json", path)
     assert out.returncode == 0 and out.stderr == "" and out.stdout.count("\n") == 1, out.stderr
     doc = json.loads(out.stdout)
     assert (doc["committedVersion"], doc["numFilesRemoved"], doc["numFilesAdded"]) == (3, 6, 2)
     assert doc["zOrderStats"]["columns"] == ["x", "y"] and doc["zOrderStats"]["curve"] == "hilbert"
     info = json.loads((path / "_delta_log/00000000000000000003.json").read_text().splitlines()[0])["commitInfo"]
     assert info["operationParameters"]["zOrderBy"] == '["x","y"]'
-    again = _run("--by", "x,y", "--curve", "hilbert", path)
+    again = _run("--columns", "x,y", "--curve", "hilbert", path)
     assert again.returncode == 0, again.stderr
     lines = again.stdout.splitlines()
     assert lines[0] == "zorder    clustered 0 files (0 B) in 0 bins across 0 partitions"
@@ -59,18 +59,18 @@ def test_bad_inputs_are_one_line_and_write_nothing(tmp_path: Path) -> None:
     path = _table(tmp_path / "t")
     state = tree_state(path)
     prefix = f"deltalite: error: table {path}: "
-    assert _failed("--by", "nope", path) == prefix + "zorder column 'nope' does not exist in the table"
-    assert _failed("--by", "p", path) == (
+    assert _failed("--columns", "nope", path) == prefix + "zorder column 'nope' does not exist in the table"
+    assert _failed("--columns", "p", path) == (
         prefix + "zorder column 'p' is a partition column; every file holds one value of it already"
     )
-    assert _failed("--by", "x", "--curve", "peano", path) == (
+    assert _failed("--columns", "x", "--curve", "peano", path) == (
         prefix + "curve must be one of zorder, hilbert, got 'peano'"
     )
-    assert _failed("--by", "x,", path) == (
-        "deltalite: error: argument --by: not a comma-separated list of column names: 'x,'"
+    assert _failed("--columns", "x,", path) == (
+        "deltalite: error: argument --columns: not a comma-separated list of column names: 'x,'"
     )
-    assert _failed(path) == "deltalite: error: the following arguments are required: --by"
-    assert _failed("--by", ",".join(["x"] * 33), path) == prefix + "zorder takes at most 32 columns, got 33"
+    assert _failed(path) == "deltalite: error: the following arguments are required: --columns"
+    assert _failed("--columns", ",".join(["x"] * 33), path) == prefix + "zorder takes at most 32 columns, got 33"
     missing = tmp_path / "missing"
-    assert _failed("--by", "x", missing) == f"deltalite: error: table {missing}: path does not exist"
+    assert _failed("--columns", "x", missing) == f"deltalite: error: table {missing}: path does not exist"
     assert tree_state(path) == state

@@ -33,8 +33,7 @@ if __package__ in (None, ""):
     if importlib.util.find_spec("airflow_provider_deltalite") is None:
         sys.path.append(os.path.dirname(os.path.dirname(_here)))
 
-from airflow_provider_deltalite.engine import DeltaLiteError
-from airflow_provider_deltalite.operation_arguments import (
+from airflow_provider_deltalite.cli.arguments import (
     add_optimize_arguments,
     add_vacuum_arguments,
     add_zorder_arguments,
@@ -42,6 +41,7 @@ from airflow_provider_deltalite.operation_arguments import (
     vacuum_options,
     zorder_options,
 )
+from airflow_provider_deltalite.engine import DeltaLiteError
 from airflow_provider_deltalite.table import DeltaTable
 
 if TYPE_CHECKING:
@@ -76,19 +76,19 @@ class Command:
 def _run_optimize(args: argparse.Namespace, table: DeltaTable, executor: Executor) -> Any:
     from airflow_provider_deltalite.maintenance.optimize import optimize
 
-    return optimize(table, **optimize_options(args), executor=executor)
+    return optimize(table, optimize_options(args, table.uri), executor=executor)
 
 
 def _run_zorder(args: argparse.Namespace, table: DeltaTable, executor: Executor) -> Any:
     from airflow_provider_deltalite.maintenance.zorder import zorder
 
-    return zorder(table, **zorder_options(args), executor=executor)
+    return zorder(table, zorder_options(args, table.uri), executor=executor)
 
 
 def _run_vacuum(args: argparse.Namespace, table: DeltaTable, executor: Executor) -> Any:
     from airflow_provider_deltalite.maintenance.vacuum import vacuum
 
-    return vacuum(table, **vacuum_options(args), executor=executor)
+    return vacuum(table, vacuum_options(args, table.uri), executor=executor)
 
 
 # Later subcommands add an entry here.

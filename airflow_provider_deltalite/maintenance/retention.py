@@ -89,7 +89,7 @@ def resolve_retention(
                 "writers whose commits are still in flight may need, which breaks their reads or corrupts their "
                 f"commits; use a retention of at least {hours_text(default)}, or, only if no reader or writer can "
                 f"need files older than {hours_text(specified)}, turn the check off with "
-                "enforce_retention_duration=False (CLI: --no-retention-check)",
+                "enforce_retention_duration=False (CLI: --no-enforce-retention-duration)",
                 uri,
             )
         if log_retention < default:
@@ -98,7 +98,7 @@ def resolve_retention(
                 f"{DELETED_FILE_RETENTION} ({hours_text(default)}): the log of versions whose files VACUUM keeps "
                 f"would be cleaned up first, as the reference refuses; raise {LOG_RETENTION} to at least "
                 f"{hours_text(default)}, or turn the check off with enforce_retention_duration=False "
-                "(CLI: --no-retention-check)",
+                "(CLI: --no-enforce-retention-duration)",
                 uri,
             )
     retention = default if specified is None else specified

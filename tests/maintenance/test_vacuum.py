@@ -197,7 +197,7 @@ def test_retention_check_refuses_shorter_retentions_and_says_how_to_override(tmp
         "168 hours: VACUUM would delete files that readers of recent versions, time travel and writers whose "
         "commits are still in flight may need, which breaks their reads or corrupts their commits; use a retention "
         "of at least 168 hours, or, only if no reader or writer can need files older than 1 hours, turn the check "
-        "off with enforce_retention_duration=False (CLI: --no-retention-check)"
+        "off with enforce_retention_duration=False (CLI: --no-enforce-retention-duration)"
     )
     with pytest.raises(InvalidArgument, match=r"retention_hours must not be negative, got -1$"):
         vacuum(DeltaTable(str(path)), retention_hours=-1, enforce_retention_duration=False)
@@ -236,7 +236,7 @@ def test_log_retention_shorter_than_file_retention_is_refused(tmp_path: Path) ->
         "the table's delta.logRetentionDuration (24 hours) is shorter than its delta.deletedFileRetentionDuration "
         "(168 hours): the log of versions whose files VACUUM keeps would be cleaned up first, as the reference "
         "refuses; raise delta.logRetentionDuration to at least 168 hours, or turn the check off with "
-        "enforce_retention_duration=False (CLI: --no-retention-check)"
+        "enforce_retention_duration=False (CLI: --no-enforce-retention-duration)"
     )
     assert tree_state(path) == state
     assert vacuum(DeltaTable(str(path)), enforce_retention_duration=False).objects_deleted == 2

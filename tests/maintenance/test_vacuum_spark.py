@@ -76,13 +76,22 @@ def test_the_spark_job_runs_vacuum_in_the_running_session(spark_local: SparkExec
     path = _table(tmp_path / "t")
     result = tmp_path / "result.json"
     code = spark_job.main(
-        ["vacuum", "--table", str(path), "--result", str(result), "--retain-hours", "0", "--no-retention-check"]
+        [
+            "vacuum",
+            "--table",
+            str(path),
+            "--result",
+            str(result),
+            "--retention-hours",
+            "0",
+            "--no-enforce-retention-duration",
+        ]
     )
     assert code == 0
     stats = json.loads(result.read_text())
     assert (stats["executor"], stats["mode"], stats["objectsDeleted"]) == ("spark", "FULL", 12)
     assert capsys.readouterr().out == f"DELTALITE_RESULT {json.dumps(stats)}\n"
-    assert spark_job.main(["vacuum", "--table", str(path), "--retain-hours", "1"]) == 2
+    assert spark_job.main(["vacuum", "--table", str(path), "--retention-hours", "1"]) == 2
     assert "shorter than the table's delta.deletedFileRetentionDuration" in capsys.readouterr().err
 
 
@@ -92,7 +101,16 @@ def test_spark_submit_job_vacuums_on_a_standalone_cluster(spark_cluster: str, tm
     result = tmp_path / "result.json"
     out = spark_submit(
         spark_cluster,
-        ["vacuum", "--table", str(path), "--result", str(result), "--retain-hours", "0", "--no-retention-check"],
+        [
+            "vacuum",
+            "--table",
+            str(path),
+            "--result",
+            str(result),
+            "--retention-hours",
+            "0",
+            "--no-enforce-retention-duration",
+        ],
         {},
     )
     assert out.returncode == 0, out.stderr[-3000:]

@@ -115,7 +115,7 @@ def test_spark_submit_zorder_on_a_standalone_cluster(spark_cluster: str, tmp_pat
     result = tmp_path / "result.json"
     out = spark_submit(
         spark_cluster,
-        ["zorder", "--table", str(path), "--by", "sourceIP,destIP", "--curve", "hilbert", "--result", str(result)],
+        ["zorder", "--table", str(path), "--columns", "sourceIP,destIP", "--curve", "hilbert", "--result", str(result)],
         {},
     )
     assert out.returncode == 0, out.stderr[-3000:]

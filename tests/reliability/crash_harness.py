@@ -11,7 +11,8 @@ the duration of an unkilled run of the same operation on the same table. After t
 (c) the same operation re-runs to completion (exit 0), the rows are still the same, and the table reaches the state
     an unkilled run leaves (OPTIMIZE/Z-order: as many live files; VACUUM: no file but the live ones; checkpoint:
     ``_last_checkpoint`` at the latest version);
-(d) a VACUUM with retention 0 (``--retain-hours 0 --no-retention-check``) exits 0 and leaves exactly the live files
+(d) a VACUUM with retention 0 (``--retention-hours 0 --no-enforce-retention-duration``) exits 0 and leaves exactly
+    the live files
     (delta-rs ``file_uris()``) outside ``_delta_log``: every file the killed run left behind is gone (hidden files the
     table already had, the corpus table's Hadoop ``.crc`` files, are left out: VACUUM never deletes hidden files);
 (e) the log has no gaps, every commit parses, every checkpoint Parquet file is whole, and ``_last_checkpoint`` (if
@@ -60,7 +61,7 @@ DEFAULT_JSON = REPO / "benchmarks" / "results" / "crash_injection.json"
 CRASH_ENV = "DELTALITE_CRASH_AT"
 OPERATIONS = ("optimize", "zorder", "vacuum", "checkpoint")
 SPARK_OPERATIONS = ("optimize", "zorder", "vacuum")  # the spark-submit job has no checkpoint command
-VACUUM_ZERO = ("--retain-hours", "0", "--no-retention-check")
+VACUUM_ZERO = ("--retention-hours", "0", "--no-enforce-retention-duration")
 SPARK_EXIT_DRIVER_KILLED = 128 + signal.SIGKILL  # spark-submit passes on its Python driver's death by SIGKILL
 LOCAL_TIMEOUT_S = 120.0
 SPARK_TIMEOUT_S = 600.0
@@ -96,7 +97,7 @@ class TableKind:
     Attributes:
         name: short name used in results.
         description: one line for the report.
-        zorder_by: the ``--by`` columns of Z-order.
+        zorder_by: the ``--columns`` columns of Z-order.
         optimize_args: extra OPTIMIZE arguments (``--batch-size 1``: one commit per partition).
     """
 
@@ -378,7 +379,7 @@ def cli_args(operation: str, kind: TableKind, table: Path) -> list[str]:
     if operation == "optimize":
         return ["optimize", str(table), "--json", *kind.optimize_args]
     if operation == "zorder":
-        return ["zorder", str(table), "--by", kind.zorder_by, "--json"]
+        return ["zorder", str(table), "--columns", kind.zorder_by, "--json"]
     if operation == "vacuum":
         return ["vacuum", str(table), *VACUUM_ZERO, "--json"]
     if operation == "checkpoint":
@@ -391,7 +392,7 @@ def spark_job_args(operation: str, kind: TableKind, table: Path) -> list[str]:
     if operation == "optimize":
         return ["optimize", "--table", str(table), *kind.optimize_args]
     if operation == "zorder":
-        return ["zorder", "--table", str(table), "--by", kind.zorder_by]
+        return ["zorder", "--table", str(table), "--columns", kind.zorder_by]
     if operation == "vacuum":
         return ["vacuum", "--table", str(table), *VACUUM_ZERO]
     raise ValueError(f"the spark job has no {operation!r} command")

@@ -1,0 +1,76 @@
+"""What every `deltalite` subcommand shares: the one-line-error parser, opening the table, the executor choice."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Sequence
+
+from airflow_provider_deltalite.maintenance.executor import Executor
+from airflow_provider_deltalite.table import DeltaTable
+
+EXIT_ERROR = 2
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line on stderr (argparse prints the usage block)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        sys.stderr.write(f"deltalite: error: {message}\n")
+        raise SystemExit(EXIT_ERROR)
+
+
+def storage_options(pairs: Sequence[str] | None) -> dict[str, str]:
+    options: dict[str, str] = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--storage-option needs KEY=VALUE, got {pair.split('=')[0]!r}")
+        options[key] = value
+    return options
+
+
+def open_table(args: argparse.Namespace) -> DeltaTable:
+    """The table named on the command line, with its ``--storage-option`` pairs."""
+    return DeltaTable(args.table, storage_options=storage_options(args.storage_option))
+
+
+def non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative: {value}")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds: {text}")
+    return value
+
+
+def add_executor_arguments(p: argparse.ArgumentParser) -> None:
+    """``--executor``, ``--spark-master`` and ``--max-concurrent-tasks``."""
+    p.add_argument("--executor", choices=("local", "spark"), default="local")
+    p.add_argument("--spark-master", metavar="URL", help="with --executor spark (default local[*])")
+    p.add_argument("--max-concurrent-tasks", type=int, metavar="N", help="threads of the local executor")
+
+
+def make_executor(args: argparse.Namespace) -> Executor:
+    """The executor ``--executor`` chose (the caller closes it)."""
+    if args.executor == "spark":
+        from airflow_provider_deltalite.executors.spark import SparkExecutor
+
+        return SparkExecutor.start(master=args.spark_master or "local[*]", app_name=f"deltalite {args.command}")
+    if args.spark_master:
+        raise ValueError("--spark-master needs --executor spark")
+    from airflow_provider_deltalite.executors import LocalExecutor
+
+    return LocalExecutor(args.max_concurrent_tasks)
