@@ -142,9 +142,16 @@ class FsspecBackend:
 
     # -- listing ---------------------------------------------------------------------------------------------
 
+    def _ls(self, full_dir: str) -> list[dict[str, Any]]:
+        listed = self.request(lambda: self.fs.ls(full_dir, detail=True))
+        if len(listed) == 1 and listed[0].get("type") == "file" and listed[0]["name"].rstrip("/") == full_dir:
+            # fsspec lists a file as itself; a file is not a directory (as on the local disk)
+            raise NotADirectoryError(full_dir)
+        return listed
+
     def list_from(self, full_dir: str, start_name: str) -> list[FileInfo]:
         entries = []
-        for entry in self.request(lambda: self.fs.ls(full_dir, detail=True)):
+        for entry in self._ls(full_dir):
             if entry.get("type") == "directory":
                 continue
             name = entry["name"].rstrip("/").rsplit("/", 1)[-1]
@@ -156,7 +163,7 @@ class FsspecBackend:
         files: list[tuple[str, int, int]] = []
         dirs: list[tuple[str, int]] = []
         others: list[str] = []
-        for entry in self.request(lambda: self.fs.ls(full_dir, detail=True)):
+        for entry in self._ls(full_dir):
             name = entry["name"].rstrip("/").rsplit("/", 1)[-1]
             if entry.get("type") == "directory":
                 dirs.append((name, mtime_ms(entry)))
