@@ -69,7 +69,9 @@ CODE_UNDER_TEST = (
     "airflow_provider_deltalite/maintenance/changes.py",
     "airflow_provider_deltalite/maintenance/commit_kinds.py",
     "airflow_provider_deltalite/engine/log_segment.py",
-    "airflow_provider_deltalite/engine/storage.py",
+    "airflow_provider_deltalite/engine/storage/table_storage.py",
+    "airflow_provider_deltalite/engine/storage/s3.py",
+    "airflow_provider_deltalite/engine/storage/local.py",
     "airflow_provider_deltalite/triggers/new_version.py",
 )
 

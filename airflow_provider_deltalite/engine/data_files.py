@@ -91,8 +91,7 @@ def _ensure_same_store(storage: Storage, path: str) -> None:
     """Refuse an absolute URI of another store (``s3://...`` in a local table's log): resolving it on the table's
     store would open some other object (a local file named ``s3:/...``), not the file the log means."""
     scheme = urlsplit(path).scheme.lower()
-    protocols = (storage.fs.protocol,) if isinstance(storage.fs.protocol, str) else tuple(storage.fs.protocol)
-    if len(scheme) > 1 and scheme not in protocols:
+    if not storage.serves(path):
         raise StorageError(
             f"data file {path} is on another store ({scheme}) than the table ({storage.protocol}); deltalite reads a "
             "table's data files from the table's own store",

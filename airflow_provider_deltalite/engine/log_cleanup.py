@@ -199,7 +199,7 @@ def cleanup_expired_logs(snapshot: Snapshot, *, now_ms: int | None = None, dry_r
 def _stale_temporary_files(storage: Storage, now_ms: int) -> list[str]:
     """Day-old temporary files of killed writers in `_delta_log` and its sidecar directory (local disk only: object
     stores are written in one request, without temporary files)."""
-    if storage.protocol not in ("file", "local"):
+    if not storage.writes_temporary_files:
         return []
     stale: list[str] = []
     for directory in (LOG_DIR, f"{LOG_DIR}/{SIDECAR_DIR}"):

@@ -28,7 +28,7 @@ from urllib.parse import unquote, urlsplit
 from airflow.providers.common.compat.sdk import AirflowNotFoundException, BaseHook, mask_secret
 
 from airflow_provider_deltalite.engine.errors import DeltaLiteError, InvalidArgument
-from airflow_provider_deltalite.engine.storage_retry import RETRY_OPTIONS
+from airflow_provider_deltalite.engine.storage.retry import RETRY_OPTIONS
 
 if TYPE_CHECKING:
     from airflow_provider_deltalite.table import DeltaTable
@@ -339,10 +339,9 @@ class DeltaLiteHook(BaseHook):
             base = self.base_uri
             options = self.get_storage_options()
             if base is not None:
-                import fsspec
+                from airflow_provider_deltalite.engine.storage import Storage
 
-                fs, path = fsspec.core.url_to_fs(base, **options)
-                fs.ls(path)
+                Storage(base, options).list_from("")
         except Exception as exc:
             return False, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return True, "connection is valid" + (f"; {base} is reachable" if base else "")

@@ -146,18 +146,9 @@ def load_storage_options(path: str | None, environ: Mapping[str, str] | None = N
 
 def write_result(uri: str, text: str, table: DeltaTable) -> None:
     """Write ``text`` to ``uri``; a URI on the table's store reuses the table's filesystem (and credentials)."""
-    import fsspec
+    from airflow_provider_deltalite.engine.storage import write_bytes
 
-    protocol = fsspec.utils.get_protocol(uri)
-    table_fs = table.storage.fs
-    table_protocols = table_fs.protocol if isinstance(table_fs.protocol, tuple | list) else (table_fs.protocol,)
-    if protocol in table_protocols:
-        fs, path = table_fs, table_fs._strip_protocol(uri)
-    else:
-        fs, path = fsspec.core.url_to_fs(uri)
-    if protocol in ("file", "local"):
-        fs.makedirs(fs._parent(path), exist_ok=True)
-    fs.pipe_file(path, text.encode("utf-8"))
+    write_bytes(uri, text.encode("utf-8"), filesystem=table.storage.fs)
 
 
 def _spark_executor(app_name: str) -> tuple[SparkExecutor, SparkSession | None]:

@@ -165,7 +165,7 @@ def _commit_path(version: int) -> str:
 
 def _lists_from_a_name(storage: Storage) -> bool:
     # Only S3's listing starts at a name on the server; elsewhere `list_from` lists the whole directory.
-    return storage.protocol in ("s3", "s3a")
+    return storage.lists_from_name
 
 
 def _listed_tail(

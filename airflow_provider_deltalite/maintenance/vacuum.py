@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -89,11 +88,9 @@ def default_threads(storage: Storage) -> int:
     """Threads of the default local executor. On object stores listing and deleting wait on the network, so the
     pool is wider than the core count; on a local disk they are bound by the CPU (Python's work per entry and the
     system calls), where more threads than cores only add contention."""
-    cpus = os.cpu_count() or 1
-    return cpus if storage.protocol in ("file", "local") else max(8, 4 * cpus)
+    return storage.default_concurrency
 
 
-MAX_DELETE_BATCH = 1000  # paths per delete task: the S3 DeleteObjects limit
 MIN_DELETE_BATCH = 100
 TASKS_PER_SLOT = 4  # tasks per unit of executor parallelism in one listing level or the delete phase
 
@@ -329,7 +326,7 @@ def plan_lite(
     candidates = lite_candidates(storage, snapshot, window)
     # The log names these paths, not a listing: on a local disk one may be a link or lead through a directory link
     # out of the table, which VACUUM never deletes.
-    local = storage.protocol in ("file", "local")
+    local = storage.native_files
     dirs: dict[str, bool] = {}
     files = sorted(
         (c.path, c.size)
@@ -363,7 +360,7 @@ def delete_batch(task: DeleteTask) -> DeleteOutcome:
     the log, or has a ``.``/``..`` segment is never handed to the store, nor, on a local disk, a link or a path that
     leads through a directory link (it may have appeared since planning)."""
     storage = task.storage
-    local = storage.protocol in ("file", "local")
+    local = storage.native_files
     dirs: dict[str, bool] = {}
     safe: list[str] = []
     refused: list[tuple[str, str]] = []
@@ -411,11 +408,11 @@ def _delete(
     paths = [p for p, _ in plan.files]
     result = _Deleted()
     if paths:
-        if storage.protocol in ("file", "local"):
+        if storage.native_files:
             size = max(MIN_DELETE_BATCH, math.ceil(len(paths) / (executor.parallelism * TASKS_PER_SLOT)))
-            size = min(size, MAX_DELETE_BATCH)
+            size = min(size, storage.delete_batch_size)
         else:
-            size = MAX_DELETE_BATCH  # one request per batch on object stores: fewer requests, not more tasks
+            size = storage.delete_batch_size  # one request per batch on object stores: fewer requests, not more tasks
         tasks = [DeleteTask(storage, tuple(paths[i : i + size])) for i in range(0, len(paths), size)]
         done = 0
         failed: list[tuple[str, str]] = []
@@ -552,7 +549,7 @@ def vacuum(
                     "nothing was deleted. Restore the missing files or remove them from the table first",
                     uri,
                 )
-            plan = plan_full(listing, protected, window.horizon_ms, remove_dirs=storage.protocol in ("file", "local"))
+            plan = plan_full(listing, protected, window.horizon_ms, remove_dirs=storage.has_real_directories)
         else:
             plan = plan_lite(storage, snapshot, protected, rule, window.horizon_ms)
         identify_ms = int((time.monotonic() - clock) * 1000)

@@ -107,7 +107,7 @@ def root_relative(storage: Storage, full: str, real_dirs: dict[str, str] | None 
     that VACUUM protects the live file it names; ``real_dirs`` caches the resolved directories.
     """
     rel = normal_relative(storage.relative_to_root(posixpath.normpath(full)))
-    if rel is None and storage.protocol in ("file", "local") and full.startswith("/"):
+    if rel is None and storage.native_files and full.startswith("/"):
         cache = {} if real_dirs is None else real_dirs
         parent, name = os.path.split(full)
         for directory in (storage.root, parent):

@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.providers.common.compat.sdk import mask_secret
 
-from airflow_provider_deltalite.engine.errors import DeltaLiteError, InvalidArgument, redact_uri
-from airflow_provider_deltalite.engine.storage import normalize_table_uri
+from airflow_provider_deltalite.engine.errors import DeltaLiteError, InvalidArgument, StorageError, redact_uri
+from airflow_provider_deltalite.engine.storage import delete_file, normalize_table_uri, read_bytes, uri_scheme
 from airflow_provider_deltalite.hooks.deltalite import DeltaLiteHook, InvalidConnection
 from airflow_provider_deltalite.hooks.spark_submit import (
     DEFAULT_SPARK_CONN_ID,
@@ -344,26 +344,24 @@ class DeltaLiteSparkJobOperator(SparkSubmitOperator):
 
     # -- results and failures -----------------------------------------------------------------------------------
 
-    def _result_fs(self, uri: str) -> tuple[Any, str]:
-        import fsspec
-
-        protocol = fsspec.utils.get_protocol(uri)
-        same_store = protocol == fsspec.utils.get_protocol(self.resolved_table_uri or "")
-        return fsspec.core.url_to_fs(uri, **(self._storage_options if same_store else {}))
+    def _result_options(self, uri: str) -> dict[str, Any]:
+        """The table's storage options when the result is on the table's store (its credentials), else none."""
+        same_store = uri_scheme(uri) == uri_scheme(self.resolved_table_uri or "")
+        return dict(self._storage_options) if same_store else {}
 
     def _read_result(self) -> dict[str, Any]:
         uri = self._result
         assert uri is not None
-        fs, path = self._result_fs(uri)
+        options = self._result_options(uri)
         try:
-            text = fs.cat_file(path).decode("utf-8")
+            text = read_bytes(uri, options).decode("utf-8")
         except FileNotFoundError:
             raise DeltaLiteJobFailed(
                 f"the {self.command} job ended without writing its result to {uri}", self.resolved_table_uri
             ) from None
         try:
-            fs.rm_file(path)
-        except OSError as exc:
+            delete_file(uri, options)
+        except (OSError, StorageError) as exc:
             self.log.warning("could not delete the job result %s: %s", uri, exc)
         stats = json.loads(text)
         if not isinstance(stats, dict):

@@ -41,7 +41,7 @@ from airflow_provider_deltalite.engine.log_path import LOG_DIR, version_prefix
 from airflow_provider_deltalite.engine.rewrite import UPLOAD_ATTEMPTS
 from airflow_provider_deltalite.engine.snapshot import read_commit_info
 from airflow_provider_deltalite.engine.storage import Storage
-from airflow_provider_deltalite.engine.storage_retry import (
+from airflow_provider_deltalite.engine.storage.retry import (
     StorageRetryPolicy,
     is_transient,
     retry_call,

@@ -24,6 +24,7 @@ import random
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -293,12 +294,20 @@ class RetryingReader(io.RawIOBase):
     Args:
         opener: opens the object afresh (an fsspec ``fs.open(path, "rb")``); it is itself retried.
         policy: the retry policy; each read has its own ``attempts``.
+        errors: translates what a read finally raised (`Storage` makes it the table's StorageError, naming the path),
+            so a Parquet decode that gives up reports the path, the cause and the table.
     """
 
-    def __init__(self, opener: Callable[[], Any], policy: StorageRetryPolicy) -> None:
+    def __init__(
+        self,
+        opener: Callable[[], Any],
+        policy: StorageRetryPolicy,
+        errors: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext,
+    ) -> None:
         super().__init__()
         self._opener = opener
         self._policy = policy
+        self._errors = errors
         self._fh: Any = retry_call(policy, opener)
         self._pos = 0
         self._size: int | None = None
@@ -377,4 +386,5 @@ class RetryingReader(io.RawIOBase):
                         stale.close()
                 raise
 
-        return retry_call(self._policy, attempt)
+        with self._errors():
+            return retry_call(self._policy, attempt)

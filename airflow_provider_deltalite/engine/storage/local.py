@@ -1,0 +1,192 @@
+"""The local-disk backend: ``os.scandir`` listings, hard-link create-only writes through hidden temporary names, and
+pyarrow native files for data files. Local requests are made once: a disk's faults are answers, not blips."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import stat
+import uuid
+from collections.abc import Callable, Container
+from typing import Any, TypeVar
+
+import pyarrow as pa
+
+from airflow_provider_deltalite.engine.crash_points import crash_point
+from airflow_provider_deltalite.engine.storage.base import DeleteOutcome, DirListing, ErrorTranslation, FileInfo
+from airflow_provider_deltalite.engine.storage.fsspec_backend import FsspecBackend
+
+T = TypeVar("T")
+
+
+def _temp_name(full: str) -> str:
+    directory, name = os.path.split(full)
+    # a leading dot keeps the temporary file out of log listings and VACUUM (hidden)
+    return os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
+
+
+# `_temp_name`'s names, and Hadoop's log stores' (a dashed UUID): a writer killed before the rename leaves one behind.
+_TEMP_NAME = re.compile(r"\..+\.[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}\.tmp")
+
+
+def is_temporary_name(name: str) -> bool:
+    """Whether ``name`` is a temporary file of an atomic local write (deltalite's or Hadoop's), not a log file.
+
+    Example:
+        >>> is_temporary_name(".00000000000000000001.json." + "a" * 32 + ".tmp")
+        True
+    """
+    return _TEMP_NAME.fullmatch(name) is not None
+
+
+class LocalBackend(FsspecBackend):
+    """A `StorageBackend` on the local disk (see `base.StorageBackend` for the contract)."""
+
+    atomic_create_only = True
+    has_real_directories = True
+    native_files = True
+    writes_temporary_files = True
+    transient_faults = False
+
+    @classmethod
+    def filesystem_options(cls, options: dict[str, Any]) -> dict[str, Any]:
+        return dict(options)
+
+    @property
+    def default_concurrency(self) -> int:
+        # bound by the CPU (Python's work per entry and the system calls): more threads than cores add contention
+        return os.cpu_count() or 1
+
+    def request(self, call: Callable[[], T]) -> T:
+        return call()
+
+    def open_read(self, full: str, errors: ErrorTranslation) -> Any:
+        return self.fs.open(full, "rb")
+
+    def open_data_file(self, full: str, errors: ErrorTranslation) -> Any:
+        # A pyarrow native file: its reads release the GIL, so the threads of the local executor decode in
+        # parallel, where an fsspec file object would take the GIL for every read.
+        return pa.OSFile(self.strip_protocol(full), "rb")
+
+    def create_data_file(self, full: str) -> Any:
+        local = self.strip_protocol(full)
+        os.makedirs(os.path.dirname(local), exist_ok=True)
+        return pa.OSFile(local, "wb")
+
+    def write_create_only(self, full: str, data: bytes) -> None:
+        tmp = _write_temp(full, data)
+        crash_point("during_commit_write")
+        try:
+            os.link(tmp, full)  # fails with FileExistsError when the name exists: the put-if-absent
+        except FileExistsError:
+            raise
+        except OSError:
+            # no hard links on this filesystem: exclusive create, then write (a reader may briefly see a short file)
+            fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+    def write(self, full: str, data: bytes) -> None:
+        tmp = _write_temp(full, data)
+        try:
+            os.replace(tmp, full)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+    def list_from(self, full_dir: str, start_name: str) -> list[FileInfo]:
+        # fsspec stats every entry; a long local log only needs the names after start_name stat'ed
+        entries = []
+        with os.scandir(full_dir) as scan:
+            for entry in scan:
+                if entry.name < start_name:
+                    continue
+                try:
+                    if entry.is_dir():
+                        continue
+                    info = entry.stat()
+                except FileNotFoundError:  # removed by log cleanup while listing
+                    continue
+                entries.append(FileInfo(entry.name, info.st_size, info.st_mtime_ns // 1_000_000))
+        return entries
+
+    def list_dir(self, full_dir: str, without_details: Container[str]) -> DirListing:
+        names: list[str] = []
+        sizes: list[int] = []
+        mtimes: list[int] = []
+        dirs: list[str] = []
+        dir_mtimes: list[int] = []
+        others: list[str] = []
+        with os.scandir(full_dir) as scan:
+            for entry in scan:
+                if entry.name in without_details:
+                    try:
+                        # the entry's type comes with the directory listing (d_type); no lstat when it is a plain file
+                        plain = entry.is_file(follow_symlinks=False)
+                    except OSError:
+                        plain = False
+                    if plain:
+                        names.append(entry.name)
+                        sizes.append(-1)
+                        mtimes.append(-1)
+                        continue
+                try:
+                    st = entry.stat(follow_symlinks=False)  # one lstat: the type, size and mtime, links not followed
+                except FileNotFoundError:  # deleted while listing
+                    continue
+                mode = st.st_mode
+                if stat.S_ISREG(mode):
+                    names.append(entry.name)
+                    sizes.append(st.st_size)
+                    mtimes.append(st.st_mtime_ns // 1_000_000)
+                elif stat.S_ISDIR(mode):
+                    dirs.append(entry.name)
+                    dir_mtimes.append(st.st_mtime_ns // 1_000_000)
+                else:
+                    others.append(entry.name)
+        return DirListing(tuple(names), tuple(sizes), tuple(mtimes), tuple(dirs), tuple(dir_mtimes), tuple(others))
+
+    def delete(self, paths: list[str], full: list[str]) -> DeleteOutcome:
+        deleted: list[str] = []
+        missing: list[str] = []
+        failed: list[tuple[str, str]] = []
+        for path, f in zip(paths, full, strict=True):
+            try:
+                os.unlink(f)  # on a symbolic link this removes the link, never the file it points to
+            except FileNotFoundError:
+                missing.append(path)
+            except OSError as exc:
+                failed.append((path, f"{type(exc).__name__}: {exc.strerror or exc}"))
+            else:
+                deleted.append(path)
+        return DeleteOutcome(tuple(deleted), tuple(missing), tuple(failed))
+
+    def remove_empty_dir(self, full: str) -> bool:
+        try:
+            os.rmdir(full)
+        except OSError:
+            return False
+        return True
+
+
+def _write_temp(full: str, data: bytes) -> str:
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    tmp = _temp_name(full)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return tmp
