@@ -21,7 +21,7 @@ from typing import Any
 import fsspec
 import pytest
 
-from airflow_provider_deltalite.engine import DeltaTable
+from airflow_provider_deltalite import DeltaTable
 from airflow_provider_deltalite.engine.errors import (
     CreateOnlyNotSupported,
     InvalidArgument,
