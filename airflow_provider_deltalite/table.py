@@ -22,6 +22,7 @@ from airflow_provider_deltalite.engine.table import Table
 from airflow_provider_deltalite.engine.transaction import RetryPolicy
 from airflow_provider_deltalite.maintenance.changes import ChangeSet, list_changes
 from airflow_provider_deltalite.maintenance.checkpoint import CheckpointResult, checkpoint
+from airflow_provider_deltalite.maintenance.clustering.zorder import zorder
 from airflow_provider_deltalite.maintenance.executor import Executor
 from airflow_provider_deltalite.maintenance.optimize import OptimizeProgress, optimize
 from airflow_provider_deltalite.maintenance.optimize_stats import OptimizeStats
@@ -34,7 +35,6 @@ from airflow_provider_deltalite.maintenance.options import (
 )
 from airflow_provider_deltalite.maintenance.vacuum import VacuumProgress, vacuum
 from airflow_provider_deltalite.maintenance.vacuum_stats import VacuumStats
-from airflow_provider_deltalite.maintenance.zorder import zorder
 
 
 class DeltaTable(Table):

@@ -212,7 +212,7 @@ def cluster_child(kind: str, path: str, target_size: int, profile: bool) -> dict
     if kind in ("zorder", "hilbert"):
         from airflow_provider_deltalite import DeltaTable
         from airflow_provider_deltalite.executors import LocalExecutor
-        from airflow_provider_deltalite.maintenance.zorder import zorder
+        from airflow_provider_deltalite.maintenance.clustering.zorder import zorder
 
         executor: Any = LocalExecutor(WORKERS)
         prof = None

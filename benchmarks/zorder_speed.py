@@ -84,9 +84,9 @@ _maxrss_mb, _rss_now_mb, _ratio, machine_info = _OC._maxrss_mb, _OC._rss_now_mb,
 
 
 CODE_UNDER_TEST = (
-    "airflow_provider_deltalite/maintenance/zorder.py",
-    "airflow_provider_deltalite/maintenance/clustering.py",
-    "airflow_provider_deltalite/maintenance/curves.py",
+    "airflow_provider_deltalite/maintenance/clustering/zorder.py",
+    "airflow_provider_deltalite/maintenance/clustering/runs.py",
+    "airflow_provider_deltalite/maintenance/clustering/curves.py",
     "airflow_provider_deltalite/engine/rewrite.py",
     "airflow_provider_deltalite/engine/data_files.py",
     "airflow_provider_deltalite/maintenance/executor.py",
@@ -184,7 +184,7 @@ def child_run(kind: str, arg: str, path: str, profile: bool) -> dict[str, Any]:
     if kind in ("local", "spark"):
         from airflow_provider_deltalite import DeltaTable
         from airflow_provider_deltalite.executors import LocalExecutor
-        from airflow_provider_deltalite.maintenance.zorder import zorder
+        from airflow_provider_deltalite.maintenance.clustering.zorder import zorder
 
         executor: Any
         if kind == "spark":

@@ -17,11 +17,11 @@ from airflow_provider_deltalite.cli.render import (
     progress_bar,
     vacuum_progress,
 )
+from airflow_provider_deltalite.maintenance.clustering.zorder import zorder
 from airflow_provider_deltalite.maintenance.optimize import optimize
 from airflow_provider_deltalite.maintenance.optimize_stats import OptimizeStats
 from airflow_provider_deltalite.maintenance.options import MaintenanceOptions
 from airflow_provider_deltalite.maintenance.vacuum import vacuum
-from airflow_provider_deltalite.maintenance.zorder import zorder
 
 
 def _run_rewrite(

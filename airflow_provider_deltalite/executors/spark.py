@@ -114,7 +114,7 @@ def _import_engine(_: int) -> int:
     import pyarrow.parquet  # noqa: F401
 
     import airflow_provider_deltalite.engine.rewrite
-    import airflow_provider_deltalite.maintenance.clustering  # noqa: F401
+    import airflow_provider_deltalite.maintenance.clustering.runs  # noqa: F401
 
     # Hold the worker a moment: a task that finished at once would free its worker for the next warm-up task, and a
     # worker that took none would stay cold.

@@ -80,7 +80,7 @@ def _run_optimize(args: argparse.Namespace, table: DeltaTable, executor: Executo
 
 
 def _run_zorder(args: argparse.Namespace, table: DeltaTable, executor: Executor) -> Any:
-    from airflow_provider_deltalite.maintenance.zorder import zorder
+    from airflow_provider_deltalite.maintenance.clustering.zorder import zorder
 
     return zorder(table, zorder_options(args, table.uri), executor=executor)
 

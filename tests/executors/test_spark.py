@@ -165,7 +165,7 @@ def test_worker_exception_text_parsing() -> None:
 
 
 def engine_already_loaded(_: int) -> bool:
-    return "airflow_provider_deltalite.maintenance.clustering" in sys.modules
+    return "airflow_provider_deltalite.maintenance.clustering.runs" in sys.modules
 
 
 def test_warm_up_loads_the_engine_in_the_workers(spark_local: SparkExecutor) -> None:

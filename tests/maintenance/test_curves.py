@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_deltalite.maintenance.curves import (
+from airflow_provider_deltalite.maintenance.clustering.curves import (
     aligned_splits,
     bit_length,
     bits_for,

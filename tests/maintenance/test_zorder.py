@@ -16,7 +16,7 @@ import pytest
 from airflow_provider_deltalite import DeltaTable
 from airflow_provider_deltalite.engine import InvalidArgument, InvalidExpression
 from airflow_provider_deltalite.executors import LocalExecutor
-from airflow_provider_deltalite.maintenance.zorder import zorder
+from airflow_provider_deltalite.maintenance.clustering.zorder import zorder
 from tests.conformance.corpus import row_multiset
 from tests.helpers import copy_table, tree_state
 
@@ -247,7 +247,7 @@ def test_where_must_name_partition_columns(tmp_path: Path) -> None:
 
 
 def test_a_file_built_from_many_small_runs_is_still_in_curve_order(tmp_path: Path) -> None:
-    from airflow_provider_deltalite.maintenance.curves import range_boundaries, range_ids
+    from airflow_provider_deltalite.maintenance.clustering.curves import range_boundaries, range_ids
 
     path = _flows(tmp_path / "t", files=4, rows=3000)
     before = _rows(path)

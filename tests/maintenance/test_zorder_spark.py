@@ -15,7 +15,7 @@ from airflow_provider_deltalite import DeltaTable
 from airflow_provider_deltalite.executors import LocalExecutor
 from airflow_provider_deltalite.executors.spark import SparkExecutor
 from airflow_provider_deltalite.maintenance import clustering_shuffle
-from airflow_provider_deltalite.maintenance.zorder import zorder
+from airflow_provider_deltalite.maintenance.clustering.zorder import zorder
 from tests.executors.spark_cluster import spark_submit
 from tests.helpers import copy_table
 from tests.maintenance.test_zorder import _flows, _rows
@@ -54,7 +54,7 @@ def test_shuffled_clustering_writes_the_local_executors_files_row_for_row(
 def test_small_partitions_are_clustered_one_task_each_and_large_ones_through_the_shuffle(
     spark_local: SparkExecutor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from airflow_provider_deltalite.maintenance.clustering import ClusterTask
+    from airflow_provider_deltalite.maintenance.clustering.runs import ClusterTask
 
     def task(size: int) -> ClusterTask:
         return ClusterTask(None, 0, ({"size": size},), ("a",), "zorder", 10, 1, True, 0, 0)  # type: ignore[arg-type]

@@ -77,7 +77,7 @@ PRELOAD = (
     "airflow_provider_deltalite.maintenance.executor",
     "airflow_provider_deltalite.maintenance.optimize",
     "airflow_provider_deltalite.maintenance.vacuum",
-    "airflow_provider_deltalite.maintenance.zorder",
+    "airflow_provider_deltalite.maintenance.clustering.zorder",
     "fsspec.implementations.local",
     "pandas",  # pyarrow imports it on its first array built from Python objects (~0.3 s)
     "pyarrow.compute",

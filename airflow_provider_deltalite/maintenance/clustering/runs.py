@@ -41,7 +41,7 @@ from airflow_provider_deltalite.engine.rewrite import (
     rewrite_result,
     write_data_file,
 )
-from airflow_provider_deltalite.maintenance.curves import (
+from airflow_provider_deltalite.maintenance.clustering.curves import (
     aligned_splits,
     compare_keys,
     curve_keys,

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from airflow_provider_deltalite.engine.rewrite import RewriteResult, rewrite_result
-from airflow_provider_deltalite.maintenance.clustering import (
+from airflow_provider_deltalite.maintenance.clustering.runs import (
     ClusterTask,
     RunPlan,
     RunSpill,

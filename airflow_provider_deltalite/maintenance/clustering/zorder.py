@@ -1,7 +1,7 @@
 """Z-ORDER / Hilbert clustering: rewrite each partition so rows close on the curve share files, incrementally.
 
 Every partition matching ``where`` is one bin with all its files (as the reference does), rewritten into
-``max(1, round(bytes / target_size))`` files along the curve (see `maintenance.clustering`). Unlike the reference and
+``max(1, round(bytes / target_size))`` files along the curve (see `runs`). Unlike the reference and
 delta-rs, a run is incremental: the files it writes are tagged with the columns, the curve and a cube id, and a later
 run with the same columns and curve skips every partition whose files all still belong to one such cube (no new
 files arrived since). Changing the columns or the curve re-clusters everything.
@@ -30,8 +30,8 @@ from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.engine.table import Table
 from airflow_provider_deltalite.engine.transaction import RetryPolicy, ensure_can_add_files, live_file_actions
 from airflow_provider_deltalite.maintenance.bin_packing import group_by
-from airflow_provider_deltalite.maintenance.clustering import ClusterTask, cluster_files
-from airflow_provider_deltalite.maintenance.clustering_shuffle import cluster_with_shuffle, wants_shuffle
+from airflow_provider_deltalite.maintenance.clustering.runs import ClusterTask, cluster_files
+from airflow_provider_deltalite.maintenance.clustering.shuffle import cluster_with_shuffle, wants_shuffle
 from airflow_provider_deltalite.maintenance.executor import Executor, LocalExecutor, ShuffleExecutor
 from airflow_provider_deltalite.maintenance.optimize import (
     OptimizeProgress,
