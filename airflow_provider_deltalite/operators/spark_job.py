@@ -35,6 +35,7 @@ from airflow.providers.common.compat.sdk import mask_secret
 
 from airflow_provider_deltalite.engine.errors import DeltaLiteError, InvalidArgument, redact_uri
 from airflow_provider_deltalite.engine.storage import normalize_table_uri
+from airflow_provider_deltalite.executors.engine_zip import build_package_zip
 from airflow_provider_deltalite.hooks.deltalite import DeltaLiteHook, InvalidConnection
 from airflow_provider_deltalite.hooks.spark_submit import (
     DEFAULT_SPARK_CONN_ID,
@@ -42,7 +43,6 @@ from airflow_provider_deltalite.hooks.spark_submit import (
     DeltaLiteSparkSubmitHook,
 )
 from airflow_provider_deltalite.jobs import spark_job
-from airflow_provider_deltalite.jobs.engine_zip import build_package_zip
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context

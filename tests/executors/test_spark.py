@@ -22,9 +22,10 @@ import airflow_provider_deltalite
 from airflow_provider_deltalite import DeltaTable
 from airflow_provider_deltalite.engine import ExecutorError, TableNotFound, VersionNotFound
 from airflow_provider_deltalite.executors import LocalExecutor
-from airflow_provider_deltalite.executors.spark import SparkExecutor, worker_exception
+from airflow_provider_deltalite.executors.engine_zip import build_package_zip
+from airflow_provider_deltalite.executors.spark import SparkExecutor
+from airflow_provider_deltalite.executors.spark_errors import worker_exception
 from airflow_provider_deltalite.jobs import spark_job
-from airflow_provider_deltalite.jobs.engine_zip import build_package_zip
 from tests.executors.spark_cluster import FAST_JVM_CONF, free_port
 from tests.helpers import CORPUS, copy_table
 
