@@ -1,42 +1,40 @@
 """How failures of Spark tasks reach the driver: deltalite errors keep their class, everything else becomes one line.
 
 A work item that raises a `DeltaLiteError` sends it back as a record instead of failing its task (the error is
-deterministic, so Spark retrying the task cannot help); any other failure reaches the driver as a PySpark or Py4J
+deterministic, so Spark retrying the task cannot help), in the errors' own wire format (`DeltaLiteError.to_payload`),
+so it keeps its class, message and attributes on the driver; any other failure reaches the driver as a PySpark or Py4J
 exception whose text holds the worker's traceback somewhere inside a JVM stack, and is turned into an `ExecutorError`
 naming the worker's exception. PySpark is imported lazily: this module runs on Spark's Python workers too.
 """
 
 from __future__ import annotations
 
-import importlib
-import pickle
 from contextlib import suppress
 from typing import Any
 
 from airflow_provider_deltalite.engine.errors import DeltaLiteError, ExecutorError
 
-# What a task sends back: (OK, result), (RAISED, DeltaLiteError) or (RAISED_TEXT, (module, qualname, message)).
+# What a task sends back: (OK, result) or (RAISED, DeltaLiteError.to_payload()).
 OK = 0
 RAISED = 1
-RAISED_TEXT = 2
 
 _MAX_MESSAGE = 1000
 
 
 def error_record(exc: DeltaLiteError) -> tuple[int, Any]:
-    """Runs on the worker: the record that carries ``exc`` to the driver (`raise_record` raises it there)."""
+    """Runs on the worker: the record that carries ``exc`` to the driver (`error_from_record` rebuilds it there)."""
+    return RAISED, exc.to_payload()
+
+
+def error_from_record(status: int, value: Any) -> DeltaLiteError:
+    """On the driver: the error a record that is not ``OK`` carries; an `ExecutorError` when it cannot be rebuilt."""
     try:
-        pickle.dumps(exc)
-    except Exception:  # an attribute that does not pickle: keep class and message at least
-        return RAISED_TEXT, (type(exc).__module__, type(exc).__qualname__, str(exc))
-    return RAISED, exc
-
-
-def error_from_record(status: int, value: Any) -> Exception:
-    """On the driver: the error a record that is not ``OK`` carries."""
-    if status == RAISED:
-        return value
-    return _rebuild_error(*value)
+        if status == RAISED:
+            return DeltaLiteError.from_payload(value)
+    except ValueError:
+        pass
+    described = value if isinstance(value, dict) else {}
+    return ExecutorError(f"Spark task failed: {described.get('error')}: {described.get('message')}")
 
 
 def is_spark_error(exc: BaseException) -> bool:
@@ -91,19 +89,3 @@ def describe_failure(exc: BaseException, label: str, master: str | None) -> str:
             message = str(java.getMessage())
     lines = message.strip().splitlines()
     return _clip(f"Spark job for {label} failed on {master}: {lines[0] if lines else type(exc).__name__}")
-
-
-def _rebuild_error(module: str, qualname: str, message: str) -> Exception:
-    try:
-        cls: Any = importlib.import_module(module)
-        for part in qualname.split("."):
-            cls = getattr(cls, part)
-        if not (isinstance(cls, type) and issubclass(cls, DeltaLiteError)):
-            raise TypeError(qualname)
-    except Exception:
-        return ExecutorError(f"Spark task failed: {qualname}: {message}")
-    error = cls.__new__(cls)
-    Exception.__init__(error, message)
-    error.problem = message
-    error.table_uri = None
-    return error

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import importlib
 import math
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -85,42 +84,23 @@ def check_new_data(
 
 
 def error_event(exc: DeltaLiteError) -> dict[str, Any]:
-    """The payload of an error event: enough to raise the same typed error on the worker (`raise_from_event`)."""
-    details = {
-        key: value
-        for key, value in vars(exc).items()
-        if key not in ("problem", "table_uri") and (value is None or isinstance(value, str | int | float | bool))
-    }
-    return {
-        "status": "error",
-        "error": f"{type(exc).__module__}.{type(exc).__qualname__}",
-        "message": str(exc),
-        "problem": exc.problem,
-        "table_uri": exc.table_uri,
-        "details": details,
-    }
+    """The payload of an error event: the error's wire format (`DeltaLiteError.to_payload`) plus ``"status": "error"``,
+    enough to raise the same typed error on the worker (`raise_from_event`)."""
+    return {"status": "error", **exc.to_payload()}
 
 
 def raise_from_event(event: Mapping[str, Any]) -> NoReturn:
     """Raise the error an error event describes: the same deltalite error class and attributes when it is one of
     ours, else an AirflowException with the event's message."""
+    # The hook's module defines InvalidConnection, which an event may carry; from_payload only finds loaded classes.
+    import airflow_provider_deltalite.hooks.deltalite  # noqa: F401
+
     message = str(event.get("message") or f"NewVersionTrigger sent an unexpected event: {dict(event)!r}")
-    path = str(event.get("error") or "")
-    module_name, _, class_name = path.rpartition(".")
-    cls: Any = None
-    if module_name.startswith("airflow_provider_deltalite.") and "problem" in event:
-        try:
-            cls = getattr(importlib.import_module(module_name), class_name, None)
-        except ImportError:
-            cls = None
-    if isinstance(cls, type) and issubclass(cls, DeltaLiteError):
-        # Subclasses take extra keyword arguments (LogGap(since=..)); rebuild through the base initialiser, then put
-        # the attributes back, as DeltaLiteError.extended does.
-        exc = cls.__new__(cls)
-        exc.__dict__.update(event.get("details") or {})
-        DeltaLiteError.__init__(exc, str(event["problem"]), event.get("table_uri"))
-        raise exc
-    raise AirflowException(message)
+    try:
+        error = DeltaLiteError.from_payload(event)
+    except ValueError:
+        raise AirflowException(message) from None
+    raise error
 
 
 def _check_arguments(
