@@ -18,7 +18,7 @@ random pause in [0, interval) so that commits land at every phase of the poll cy
 consumer sees the version minus the commit file's mtime (written just before the file gets its final name, so the
 figure includes the commit's own fsync and is conservative).
   (a) engine: `poll_changes` (the loop behind ``deltalite watch``) in a thread, at ``--interval`` seconds;
-  (b) trigger: ``NewVersionTrigger(table_uri, after_version=V, poll_interval=S).run()`` (the deferrable sensor's
+  (b) trigger: ``NewVersionTrigger(table_uri, since=V, poll_interval=S).run()`` (the deferrable sensor's
       and the AssetWatcher's trigger), one event per commit, run on an asyncio loop in a thread.
 
 Targets: poll on 20,000 commits <= 1.2x the poll on 10 commits (both cases); detection latency <= interval + 1 s
@@ -314,7 +314,7 @@ def latency_trigger(path: Path, interval: float, commits: int, rng: random.Rando
     latencies = []
     for i in range(commits):
         baseline = DeltaTable(str(path)).latest_version()
-        trigger = NewVersionTrigger(table_uri=str(path), after_version=baseline, poll_interval=interval)
+        trigger = NewVersionTrigger(table_uri=str(path), since=baseline, poll_interval=interval)
         result: dict[str, Any] = {}
 
         async def first_event(trigger: Any = trigger, result: dict[str, Any] = result) -> None:

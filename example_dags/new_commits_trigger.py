@@ -4,7 +4,7 @@
 table's version when the run was due: the end of its data interval, or the moment a manual run was triggered), and
 hands a summary of the new commits to the next task as XCom:
 ``{table_uri, baseline_version, version, versions, skipped, operations, added_files, added_rows, added_bytes,
-timestamp}``. A second sensor then waits for the commit after the one just processed: its ``after_version`` comes
+timestamp}``. A second sensor then waits for the commit after the one just processed: its ``since`` comes
 from the first sensor's XCom through a Jinja template, rendered when the task runs.
 
 Set the table with the DAG param ``table_uri`` (any fsspec URI; ``deltalite_conn_id="..."`` on the sensors would take
@@ -51,7 +51,7 @@ def new_commits_trigger() -> None:
     wait_for_more = NewVersionSensor(
         task_id="wait_for_more_data",
         table_uri="{{ params.table_uri }}",
-        after_version="{{ ti.xcom_pull(task_ids='wait_for_new_data')['version'] }}",
+        since="{{ ti.xcom_pull(task_ids='wait_for_new_data')['version'] }}",
         mode="reschedule",
         poke_interval=60,
         timeout=3600,

@@ -1,8 +1,21 @@
-"""Typed errors raised by the engine; every message is one line naming the table and the problem."""
+"""Typed errors raised by the engine; every message is one line naming the table and the problem.
+
+An error crosses a process boundary (a Spark task to its driver, a trigger to its task) as a JSON-safe payload
+(`DeltaLiteError.to_payload`), and `DeltaLiteError.from_payload` rebuilds the same class with the same attributes on
+the other side. Only DeltaLiteError subclasses of this package that are already loaded can be rebuilt: a payload names
+a class, and nothing named by data is ever imported.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
+
+_PACKAGE = "airflow_provider_deltalite"
+_BASE_ATTRIBUTES = frozenset({"problem", "table_uri"})
+_SCALARS = (str, int, float, bool, type(None))
+ErrorT = TypeVar("ErrorT", bound="DeltaLiteError")
 
 
 def redact_uri(uri: str | None) -> str | None:
@@ -36,10 +49,87 @@ class DeltaLiteError(Exception):
 
     def extended(self, detail: str) -> DeltaLiteError:
         """A copy of this error (same class and attributes) whose message ends with ``; <detail>``."""
-        clone = type(self).__new__(type(self))
-        clone.__dict__.update(self.__dict__)
-        DeltaLiteError.__init__(clone, f"{self.problem}; {detail}", self.table_uri)
-        return clone
+        return _rebuild(type(self), vars(self), f"{self.problem}; {detail}", self.table_uri)
+
+    def to_payload(self) -> dict[str, Any]:
+        """This error as JSON values, for `from_payload` in another process.
+
+        ``{"error": "<module>.<qualname>", "message": str(self), "problem": ..., "table_uri": ..., "details": {...}}``,
+        where ``details`` holds the subclass's attributes (`VersionNotFound.earliest`, `LogGap.since`...); tuples
+        become lists, and an attribute that is not a JSON value (or a list of them) is left out.
+
+        Example:
+            >>> LogGap("commits removed", "/t", since=3, oldest_available=10).to_payload()["details"]
+            {'since': 3, 'oldest_available': 10}
+        """
+        details = {}
+        for key, value in vars(self).items():
+            if key in _BASE_ATTRIBUTES or key.startswith("_"):
+                continue
+            if isinstance(value, _SCALARS):
+                details[key] = value
+            elif isinstance(value, tuple | list) and all(isinstance(v, _SCALARS) for v in value):
+                details[key] = list(value)
+        return {
+            "error": f"{type(self).__module__}.{type(self).__qualname__}",
+            "message": str(self),
+            "problem": self.problem,
+            "table_uri": self.table_uri,
+            "details": details,
+        }
+
+    @classmethod
+    def from_payload(cls: type[ErrorT], payload: Mapping[str, Any]) -> ErrorT:
+        """The error a `to_payload` payload describes: the same class, message and attributes (lists as tuples).
+
+        Keys of ``payload`` other than those `to_payload` writes are ignored (an event may carry a ``status``).
+
+        Raises:
+            ValueError: the payload is malformed, or names a class that is not a loaded subclass of ``cls`` defined
+                in this package (nothing is imported to find it).
+        """
+        if not isinstance(payload, Mapping):
+            raise ValueError(f"an error payload must be a mapping, got {type(payload).__name__}")
+        path, problem, table_uri = payload.get("error"), payload.get("problem"), payload.get("table_uri")
+        details = payload.get("details", {})
+        if not isinstance(path, str) or not isinstance(problem, str) or not isinstance(table_uri, str | None):
+            raise ValueError("an error payload needs 'error' and 'problem' strings and a 'table_uri' string or null")
+        error_class = _error_classes().get(path)
+        if error_class is None or not issubclass(error_class, cls):
+            raise ValueError(f"{path!r} is not a {cls.__name__} class of {_PACKAGE}")
+        if not isinstance(details, Mapping):
+            raise ValueError(f"the details of an error payload must be a mapping, got {type(details).__name__}")
+        attributes: dict[str, Any] = {}
+        for key, value in details.items():
+            if not isinstance(key, str) or not key.isidentifier() or key.startswith("_") or key in _BASE_ATTRIBUTES:
+                raise ValueError(f"{key!r} is not an attribute an error payload can set")
+            if isinstance(value, list) and all(isinstance(v, _SCALARS) for v in value):
+                value = tuple(value)
+            elif not isinstance(value, _SCALARS):
+                raise ValueError(f"the error attribute {key!r} holds {type(value).__name__}, not a JSON value")
+            attributes[key] = value
+        return _rebuild(error_class, attributes, problem, table_uri)
+
+
+def _rebuild(cls: type[ErrorT], attributes: Mapping[str, Any], problem: str, table_uri: str | None) -> ErrorT:
+    # Subclasses take extra keyword arguments (LogGap(since=...)) and some rewrite the problem
+    # (ConcurrentModification appends the winning commit): set the attributes, then run only the base initialiser.
+    error = cls.__new__(cls)
+    error.__dict__.update(attributes)
+    DeltaLiteError.__init__(error, problem, table_uri)
+    return error
+
+
+def _error_classes() -> dict[str, type[DeltaLiteError]]:
+    """Every loaded DeltaLiteError class defined in this package, by ``module.qualname``."""
+    found: dict[str, type[DeltaLiteError]] = {}
+    pending: list[type[DeltaLiteError]] = [DeltaLiteError]
+    while pending:
+        cls = pending.pop()
+        if cls.__module__ == _PACKAGE or cls.__module__.startswith(f"{_PACKAGE}."):
+            found[f"{cls.__module__}.{cls.__qualname__}"] = cls
+        pending.extend(cls.__subclasses__())
+    return found
 
 
 class TableNotFound(DeltaLiteError):

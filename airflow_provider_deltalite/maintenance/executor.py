@@ -14,6 +14,14 @@ from typing import Protocol, TypeVar, runtime_checkable
 T = TypeVar("T")
 R = TypeVar("R")
 
+# What maintenance work items import on a worker (the heaviest first); an executor whose workers outlive one operation
+# (Spark's Python workers) can import these in advance, so the first operation does not pay for it.
+WORKER_IMPORTS = (
+    "pyarrow.parquet",
+    "airflow_provider_deltalite.engine.rewrite",
+    "airflow_provider_deltalite.maintenance.clustering.runs",
+)
+
 
 class Executor(Protocol):
     """Runs ``fn`` over work items and yields the results as they finish (in any order).

@@ -3,7 +3,7 @@
 What it adds to the Spark provider's operator, shared by `OptimizeOperator`, `ZOrderOperator` and `VacuumOperator`:
 
 - the application is the job entry point (`airflow_provider_deltalite/jobs/spark_job.py`), and ``--py-files`` the
-  engine zip built from the installed package, cached by content hash (`jobs.engine_zip.build_package_zip`);
+  engine zip built from the installed package, cached by content hash (`executors.engine_zip.build_package_zip`);
 - the table URI and storage options come from a ``deltalite`` connection (`DeltaLiteHook`); credentials reach the
   driver only through the spark-submit process environment (local and client mode) or a file readable only by this
   user, shipped with ``--files`` and deleted afterwards (cluster mode): never through the command line;
@@ -35,6 +35,7 @@ from airflow.providers.common.compat.sdk import mask_secret
 
 from airflow_provider_deltalite.engine.errors import DeltaLiteError, InvalidArgument, StorageError, redact_uri
 from airflow_provider_deltalite.engine.storage import delete_file, normalize_table_uri, read_bytes, uri_scheme
+from airflow_provider_deltalite.executors.engine_zip import build_package_zip
 from airflow_provider_deltalite.hooks.deltalite import DeltaLiteHook, InvalidConnection
 from airflow_provider_deltalite.hooks.spark_submit import (
     DEFAULT_SPARK_CONN_ID,
@@ -42,7 +43,6 @@ from airflow_provider_deltalite.hooks.spark_submit import (
     DeltaLiteSparkSubmitHook,
 )
 from airflow_provider_deltalite.jobs import spark_job
-from airflow_provider_deltalite.jobs.engine_zip import build_package_zip
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context

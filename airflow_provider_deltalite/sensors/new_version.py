@@ -10,12 +10,8 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.common.compat.sdk import BaseSensorOperator, PokeReturnValue, conf
 
 from airflow_provider_deltalite.engine.errors import InvalidArgument, TableNotFound, VersionNotFound
-from airflow_provider_deltalite.triggers.new_version import (
-    NewVersionTrigger,
-    check_new_data,
-    open_table,
-    raise_from_event,
-)
+from airflow_provider_deltalite.triggers.new_data import check_new_data, open_table, read_event, resolve_since
+from airflow_provider_deltalite.triggers.new_version import NewVersionTrigger
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
@@ -25,12 +21,12 @@ if TYPE_CHECKING:
 _JINJA = re.compile(r"{{|{%")
 
 
-def parse_after_version(value: Any, table_uri: str | None = None) -> int | None:
-    """``after_version`` as an int (a non-negative table version), or None; Jinja renders it to text, so a string of
-    digits is accepted.
+def parse_since(value: Any, table_uri: str | None = None) -> int | None:
+    """``since`` as an int (a non-negative table version), or None; Jinja renders it to text, so a string of digits
+    is accepted.
 
     Example:
-        >>> parse_after_version(" 12 ")
+        >>> parse_since(" 12 ")
         12
 
     Raises:
@@ -43,8 +39,14 @@ def parse_after_version(value: Any, table_uri: str | None = None) -> int | None:
         return value
     if isinstance(value, str) and re.fullmatch(r"\s*\d+\s*", value):
         return int(value)
-    uri = table_uri if isinstance(table_uri, str) and not _JINJA.search(table_uri) else None
-    raise InvalidArgument(f"after_version must be a non-negative integer (a version of the table), got {value!r}", uri)
+    raise InvalidArgument(
+        f"since must be a non-negative integer (a version of the table), got {value!r}", _shown(table_uri)
+    )
+
+
+def _shown(table_uri: Any) -> str | None:
+    """The table URI for an error message, unless it is still a template."""
+    return table_uri if isinstance(table_uri, str) and not _JINJA.search(table_uri) else None
 
 
 def _is_deferred_value(value: Any) -> bool:
@@ -65,7 +67,7 @@ def run_reference_time(context: Context) -> datetime:
     ):
         if isinstance(value, datetime):
             return value
-    raise InvalidArgument("the DAG run has no run_after, data interval end or start date; pass after_version")
+    raise InvalidArgument("the DAG run has no run_after, data interval end or start date; pass since")
 
 
 def version_as_of(table: DeltaTable, moment: datetime) -> int:
@@ -81,7 +83,7 @@ def version_as_of(table: DeltaTable, moment: datetime) -> int:
     except VersionNotFound as exc:
         if not exc.earliest:  # the log reaches back to version 0, and even that came after `moment`
             return -1
-        raise exc.extended("pass after_version to say which commits count as new") from None
+        raise exc.extended("pass since to say which commits count as new") from None
 
 
 class NewVersionSensor(BaseSensorOperator):
@@ -100,7 +102,7 @@ class NewVersionSensor(BaseSensorOperator):
     ``version`` is the newest commit that counts, ``versions`` all of them after the baseline, ``skipped`` the other
     commits before ``version``; the counts sum over ``versions``; ``timestamp`` (ms) is ``version``'s commit time.
 
-    **The baseline** is ``after_version`` when given. Otherwise it is the table's version as of the DAG run's
+    **The baseline** is ``since`` when given. Otherwise it is the table's version as of the DAG run's
     ``run_after`` (for a scheduled run the end of its data interval, for a manual run the moment it was triggered;
     see `run_reference_time`), found by `DeltaTable.version_at` from the commit timestamps; -1 when the table did not
     exist then, so a table created later counts from version 0. It depends only on the run and the table's history,
@@ -121,13 +123,14 @@ class NewVersionSensor(BaseSensorOperator):
         (templated)
     :param deltalite_conn_id: a ``deltalite`` connection (storage credentials, base URI); None to use ``table_uri``
         as given with the environment's credentials.
-    :param after_version: fire on commits after this version, e.g. ``"{{ ti.xcom_pull('load')['version'] }}"``;
-        None derives the baseline from the run (above). A negative or non-integer value is an `InvalidArgument`:
-        when the DAG is parsed for a literal, when the task runs for a template or an XComArg. (templated)
+    :param since: fire on commits after this version, e.g. ``"{{ ti.xcom_pull('load')['version'] }}"``; None
+        derives the baseline from the run (above). A negative or non-integer value is an `InvalidArgument`: when the
+        DAG is parsed for a literal, when the task runs for a template or an XComArg. (templated)
     :param include_rearrangements: also fire on rearrangements (OPTIMIZE, Z-order).
     :param include_metadata_changes: also fire on metadata-only commits.
     :param fail_if_missing: raise `TableNotFound` instead of waiting for the table to appear.
     :param deferrable: wait in the triggerer instead of a worker slot (default: ``[operators] default_deferrable``).
+    :param after_version: deprecated name of ``since`` (0.1), accepted for one release with a warning.
 
     Other arguments are `BaseSensorOperator`'s: ``poke_interval`` (seconds between polls, in every mode), ``mode``
     (``poke`` or ``reschedule``), ``timeout``, ``soft_fail``...
@@ -140,7 +143,7 @@ class NewVersionSensor(BaseSensorOperator):
         >>> wait.output  # the payload above, for a downstream task  # doctest: +SKIP
     """
 
-    template_fields: Sequence[str] = ("table_uri", "after_version")
+    template_fields: Sequence[str] = ("table_uri", "since")
     ui_color = "#d8ecf3"
 
     def __init__(
@@ -148,23 +151,25 @@ class NewVersionSensor(BaseSensorOperator):
         *,
         table_uri: str,
         deltalite_conn_id: str | None = None,
-        after_version: int | str | None = None,
+        since: int | str | None = None,
         include_rearrangements: bool = False,
         include_metadata_changes: bool = False,
         fail_if_missing: bool = False,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        after_version: int | str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        since = resolve_since(since, after_version, owner="NewVersionSensor", table_uri=_shown(table_uri))
         self.table_uri = table_uri
         self.deltalite_conn_id = deltalite_conn_id
-        self.after_version = after_version
+        self.since = since
         self.include_rearrangements = include_rearrangements
         self.include_metadata_changes = include_metadata_changes
         self.fail_if_missing = fail_if_missing
         self.deferrable = deferrable
-        if not _is_deferred_value(after_version):
-            parse_after_version(after_version, table_uri)  # a bad literal fails the DAG file, not the run
+        if not _is_deferred_value(since):
+            parse_since(since, table_uri)  # a bad literal fails the DAG file, not the run
         self._table: DeltaTable | None = None
         self._baseline: int | None = None
         self._reported: int | None = None  # newest version logged as "not counted" (poke mode re-lists each poke)
@@ -178,10 +183,10 @@ class NewVersionSensor(BaseSensorOperator):
         """The version after which commits count (see the class docstring); the same on every poke of a run.
 
         Raises:
-            TableNotFound: the table does not exist and ``after_version`` is None (the caller waits or fails).
+            TableNotFound: the table does not exist and ``since`` is None (the caller waits or fails).
         """
         if self._baseline is None:
-            after = parse_after_version(self.after_version, self.table_uri)
+            after = parse_since(self.since, self.table_uri)
             self._baseline = after if after is not None else version_as_of(self._open(), run_reference_time(context))
             self.log.info("Waiting for new data in %s after version %d", self.table_uri, self._baseline)
         return self._baseline
@@ -190,7 +195,7 @@ class NewVersionSensor(BaseSensorOperator):
         """One look at the log: done, with the payload as XCom, when a commit after the baseline counts."""
         try:
             baseline = self.baseline_version(context)
-            payload, changes = check_new_data(
+            event, changes = check_new_data(
                 self._open(),
                 baseline,
                 include_rearrangements=self.include_rearrangements,
@@ -201,31 +206,31 @@ class NewVersionSensor(BaseSensorOperator):
                 raise
             self.log.info("%s does not exist yet; waiting for it", self.table_uri)
             return False
-        if payload is None:
+        if event is None:
             if changes.changes and changes.latest != self._reported:
                 seen = ", ".join(f"{c.version} ({c.kind}, {c.operation})" for c in changes.changes)
                 self.log.info("No new data after version %d; not counted: %s", baseline, seen)
                 self._reported = changes.latest
             return False
-        self.log.info("New data in %s: version(s) %s", self.table_uri, payload["versions"])
-        return PokeReturnValue(is_done=True, xcom_value=payload)
+        self.log.info("New data in %s: version(s) %s", self.table_uri, list(event.versions))
+        return PokeReturnValue(is_done=True, xcom_value=event.to_payload())
 
     def execute(self, context: Context) -> Any:
         """Validate the rendered arguments, then poke (or poke once and defer)."""
-        parse_after_version(self.after_version, self.table_uri)  # rendered now: one clear error before any poke
+        parse_since(self.since, self.table_uri)  # rendered now: one clear error before any poke
         if not self.deferrable:
             return super().execute(context)
         result = self.poke(context)
         if isinstance(result, PokeReturnValue) and result.is_done:
             return result.xcom_value
-        after = self._baseline if self._baseline is not None else parse_after_version(self.after_version)
+        after = self._baseline if self._baseline is not None else parse_since(self.since)
         self.defer(
             trigger=NewVersionTrigger(
                 table_uri=self.table_uri,
                 deltalite_conn_id=self.deltalite_conn_id,
                 # No baseline means the table did not exist at the first poke, which is after the run was due:
                 # every commit it gets is new.
-                after_version=after if after is not None else -1,
+                since=after if after is not None else -1,
                 poll_interval=self.poke_interval,
                 include_rearrangements=self.include_rearrangements,
                 include_metadata_changes=self.include_metadata_changes,
@@ -237,8 +242,6 @@ class NewVersionSensor(BaseSensorOperator):
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
         """Return the trigger's payload (the XCom), or raise the error it reported."""
-        if not isinstance(event, dict) or event.get("status") != "success":
-            raise_from_event(event if isinstance(event, dict) else {"message": f"unexpected trigger event {event!r}"})
-        payload = {key: value for key, value in event.items() if key != "status"}
-        self.log.info("New data in %s: version(s) %s", self.table_uri, payload.get("versions"))
-        return payload
+        new_data = read_event(event)
+        self.log.info("New data in %s: version(s) %s", self.table_uri, list(new_data.versions))
+        return new_data.to_payload()

@@ -6,27 +6,26 @@ One class serves two callers:
 - an `AssetWatcher`, for which it watches forever and yields one event per poll that found new data, keeping its
   cursor in Airflow's asset state store (Airflow 3.3+) so that a restarted triggerer goes on where it stopped.
 
-What counts as new data, and the payload, come from `maintenance.changes` (`list_changes`, `new_data_event`); this
-module only schedules the polls, keeps the cursor and turns errors into events.
+What counts as new data, and the payload (`NewVersionEvent`), come from `triggers.new_data`, which the sensor shares;
+this module only schedules the polls, keeps the cursor and turns errors into events.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import importlib
 import math
 from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
-from airflow.providers.common.compat.sdk import AirflowException
 from airflow.providers.common.compat.triggers import BaseEventTrigger
 from airflow.triggers.base import TriggerEvent
 
 from airflow_provider_deltalite.engine.errors import DeltaLiteError, InvalidArgument, TableNotFound
+from airflow_provider_deltalite.maintenance.options import ChangesOptions
+from airflow_provider_deltalite.triggers.new_data import check_new_data, error_event, open_table, resolve_since
 
 if TYPE_CHECKING:
-    from airflow_provider_deltalite.maintenance.changes import ChangeSet
     from airflow_provider_deltalite.table import DeltaTable
 
 # Keys of the asset state store are at most 512 characters; a longer table URI is stored under its digest.
@@ -34,109 +33,16 @@ _STATE_KEY_PREFIX = "deltalite.new_version.cursor:"
 _STATE_KEY_LIMIT = 512
 
 
-def open_table(table_uri: str, deltalite_conn_id: str | None) -> DeltaTable:
-    """The table at ``table_uri``: through the ``deltalite`` connection ``deltalite_conn_id``, or as given when None.
-
-    The hook does both (it makes no connection lookup for None), so the sensor and the trigger open tables the same
-    way an operator does.
-    """
-    from airflow_provider_deltalite.hooks.deltalite import DeltaLiteHook
-
-    return DeltaLiteHook(deltalite_conn_id).get_table(table_uri)
-
-
-def check_new_data(
-    table: DeltaTable,
-    baseline_version: int,
-    *,
-    include_rearrangements: bool = False,
-    include_metadata_changes: bool = False,
-    table_id: str | None = None,
-    on_gap: str = "raise",
-    on_recreate: str = "raise",
-) -> tuple[dict[str, Any] | None, ChangeSet]:
-    """One poll: the payload for the commits after ``baseline_version`` that count as new data (None when none does),
-    and the ChangeSet it was built from (its ``latest`` is the cursor for the next poll).
-
-    ``table_id``, ``on_gap`` and ``on_recreate`` are `list_changes`'s; so are the errors: `TableNotFound`, `LogGap`,
-    `TableRecreated`, `CorruptLog`.
-
-    Example:
-        >>> payload, changes = check_new_data(DeltaTable("/data/events"), 41)  # doctest: +SKIP
-        >>> payload["versions"], changes.latest  # doctest: +SKIP
-        ([43], 43)
-    """
-    from airflow_provider_deltalite.maintenance.changes import new_data_event
-
-    changes = table.changes(
-        baseline_version,
-        table_id=table_id,
-        on_gap=on_gap,
-        on_recreate=on_recreate,
-        include_metadata_changes=include_metadata_changes,
-    )
-    payload = new_data_event(
-        changes,
-        baseline_version=baseline_version,
-        include_rearrangements=include_rearrangements,
-        include_metadata_changes=include_metadata_changes,
-    )
-    return payload, changes
-
-
-def error_event(exc: DeltaLiteError) -> dict[str, Any]:
-    """The payload of an error event: enough to raise the same typed error on the worker (`raise_from_event`)."""
-    details = {
-        key: value
-        for key, value in vars(exc).items()
-        if key not in ("problem", "table_uri") and (value is None or isinstance(value, str | int | float | bool))
-    }
-    return {
-        "status": "error",
-        "error": f"{type(exc).__module__}.{type(exc).__qualname__}",
-        "message": str(exc),
-        "problem": exc.problem,
-        "table_uri": exc.table_uri,
-        "details": details,
-    }
-
-
-def raise_from_event(event: Mapping[str, Any]) -> NoReturn:
-    """Raise the error an error event describes: the same deltalite error class and attributes when it is one of
-    ours, else an AirflowException with the event's message."""
-    message = str(event.get("message") or f"NewVersionTrigger sent an unexpected event: {dict(event)!r}")
-    path = str(event.get("error") or "")
-    module_name, _, class_name = path.rpartition(".")
-    cls: Any = None
-    if module_name.startswith("airflow_provider_deltalite.") and "problem" in event:
-        try:
-            cls = getattr(importlib.import_module(module_name), class_name, None)
-        except ImportError:
-            cls = None
-    if isinstance(cls, type) and issubclass(cls, DeltaLiteError):
-        # Subclasses take extra keyword arguments (LogGap(since=..)); rebuild through the base initialiser, then put
-        # the attributes back, as DeltaLiteError.extended does.
-        exc = cls.__new__(cls)
-        exc.__dict__.update(event.get("details") or {})
-        DeltaLiteError.__init__(exc, str(event["problem"]), event.get("table_uri"))
-        raise exc
-    raise AirflowException(message)
-
-
 def _check_arguments(
-    table_uri: Any, deltalite_conn_id: Any, after_version: Any, poll_interval: Any, flags: Mapping[str, Any]
+    table_uri: Any, deltalite_conn_id: Any, since: Any, poll_interval: Any, flags: Mapping[str, Any]
 ) -> None:
     uri = table_uri if isinstance(table_uri, str) else None
     if not isinstance(table_uri, str) or not table_uri.strip():
         raise InvalidArgument(f"table_uri must be a non-empty string, got {table_uri!r}")
     if deltalite_conn_id is not None and (not isinstance(deltalite_conn_id, str) or not deltalite_conn_id):
         raise InvalidArgument(f"deltalite_conn_id must be a connection id or None, got {deltalite_conn_id!r}", uri)
-    if after_version is not None and (
-        isinstance(after_version, bool) or not isinstance(after_version, int) or after_version < -1
-    ):
-        raise InvalidArgument(
-            f"after_version must be a table version (-1: before the first commit) or None, got {after_version!r}", uri
-        )
+    if since is not None:
+        ChangesOptions.build({"since": since}, uri)  # the cursor's rules are those of DeltaTable.changes
     if (
         isinstance(poll_interval, bool)
         or not isinstance(poll_interval, int | float)
@@ -180,16 +86,17 @@ class NewVersionTrigger(BaseEventTrigger):
     and (by default) metadata-only commits do not fire it. Each poll lists only the commits after the cursor, in a
     worker thread (`asyncio.to_thread`), so the triggerer's event loop never blocks on storage.
 
-    The event payload is the sensor's XCom (`maintenance.changes.new_data_event`) plus ``"status": "success"``::
+    The event payload is the sensor's XCom (`NewVersionEvent.to_payload`) plus ``"status": "success"``::
 
         {"status": "success", "table_uri": ..., "baseline_version": 5, "version": 7, "versions": [7],
          "skipped": [{"version": 6, "kind": "rearrange"}], "operations": ["WRITE"], "added_files": 1,
          "added_rows": 100, "added_bytes": 2048, "timestamp": 1764000000000}
 
-    or, when the table cannot be tailed, ``{"status": "error", "error": <class path>, "message": ...}``.
+    or, when the table cannot be tailed, ``{"status": "error", "error": <class path>, "message": ...}`` (the error's
+    `DeltaLiteError.to_payload`).
 
     **Serving a deferred task** (a task instance is attached), and whenever it is run outside the triggerer
-    (``dag.test()``, a direct ``run()``): it yields one event and returns. The baseline is ``after_version`` (the
+    (``dag.test()``, a direct ``run()``): it yields one event and returns. The baseline is ``since`` (the
     sensor always passes one; None means the newest version at the first poll), and every poll lists from it, so the
     payload covers everything since the baseline. A table that does not exist keeps it waiting unless
     ``fail_if_missing``; any deltalite error (`LogGap`, `TableRecreated`, `CorruptLog`, a bad connection) becomes an
@@ -202,27 +109,29 @@ class NewVersionTrigger(BaseEventTrigger):
     restarted triggerer reads it back, so it neither repeats events nor misses commits made while it was down. The
     cursor is written right after the event is handed to the triggerer: a triggerer killed in the few milliseconds
     between the two can repeat that one event; it never drops one. The initial cursor, when none is stored, is
-    ``after_version`` if given, else the newest version when the watcher first runs (history never fires; a table
+    ``since`` if given, else the newest version when the watcher first runs (history never fires; a table
     that does not exist yet starts at -1, so its first commit counts). A watcher cannot fail, so it does not stop at
     what fails a sensor: when log cleanup removed the commits after its cursor it goes on from the oldest retained
     one, and when the table was recreated, from the new table's first commit (both with a warning in the triggerer
     log; ``on_gap``/``on_recreate="resume"`` of `list_changes`). Other errors are logged (once per distinct message)
     and polling goes on: a watcher that raised would be restarted by the triggerer in a tight loop. Before Airflow 3.3
     (no state store), and when one trigger watches several assets, the cursor lives in memory only: a restart starts
-    again from ``after_version`` or the newest version, which can skip commits made while it was down.
+    again from ``since`` or the newest version, which can skip commits made while it was down.
 
     The kwargs identify an AssetWatcher (Airflow hashes them), so build the trigger from values fixed when the DAG is
-    parsed: never read the table's current version in a DAG file; leave ``after_version`` None instead.
+    parsed: never read the table's current version in a DAG file; leave ``since`` None instead.
 
     :param table_uri: the table: an absolute path or URI, or a path relative to the connection's base URI.
     :param deltalite_conn_id: a ``deltalite`` connection (storage credentials, base URI); None to use ``table_uri``
         as given with the environment's credentials.
-    :param after_version: the baseline: fire on commits after this version (-1: from the first commit). None: the
-        newest version at the first poll.
+    :param since: the baseline: fire on commits after this version (-1: from the first commit). None: the newest
+        version at the first poll.
     :param poll_interval: seconds between polls.
     :param include_rearrangements: also fire on rearrangements (OPTIMIZE, Z-order: ``dataChange=false`` rewrites).
     :param include_metadata_changes: also fire on metadata-only commits (schema, properties, protocol).
     :param fail_if_missing: serving a task, send an error event when the table does not exist instead of waiting.
+    :param after_version: deprecated name of ``since`` (0.1), accepted for one release with a warning; triggers
+        serialised by 0.1 carry it.
 
     Example:
         >>> from airflow.sdk import Asset, AssetWatcher  # doctest: +SKIP
@@ -235,17 +144,20 @@ class NewVersionTrigger(BaseEventTrigger):
         self,
         table_uri: str,
         deltalite_conn_id: str | None = None,
-        after_version: int | None = None,
+        since: int | None = None,
         poll_interval: float = 60.0,
         include_rearrangements: bool = False,
         include_metadata_changes: bool = False,
         fail_if_missing: bool = False,
+        *,
+        after_version: int | None = None,
     ) -> None:
         super().__init__()
+        since = resolve_since(since, after_version, owner="NewVersionTrigger", table_uri=table_uri)
         _check_arguments(
             table_uri,
             deltalite_conn_id,
-            after_version,
+            since,
             poll_interval,
             {
                 "include_rearrangements": include_rearrangements,
@@ -255,7 +167,7 @@ class NewVersionTrigger(BaseEventTrigger):
         )
         self.table_uri = table_uri
         self.deltalite_conn_id = deltalite_conn_id
-        self.after_version = after_version
+        self.since = since
         self.poll_interval = poll_interval
         self.include_rearrangements = include_rearrangements
         self.include_metadata_changes = include_metadata_changes
@@ -268,7 +180,7 @@ class NewVersionTrigger(BaseEventTrigger):
             {
                 "table_uri": self.table_uri,
                 "deltalite_conn_id": self.deltalite_conn_id,
-                "after_version": self.after_version,
+                "since": self.since,
                 "poll_interval": self.poll_interval,
                 "include_rearrangements": self.include_rearrangements,
                 "include_metadata_changes": self.include_metadata_changes,
@@ -288,7 +200,7 @@ class NewVersionTrigger(BaseEventTrigger):
         """Poll every ``poll_interval`` seconds; see the class docstring for when events are yielded."""
         watching = self._watching()
         store = self._cursor_store() if watching else None
-        cursor = self.after_version
+        cursor = self.since
         table_id: str | None = None
         stored = None
         if store is not None:
@@ -318,7 +230,7 @@ class NewVersionTrigger(BaseEventTrigger):
                     # Stored as soon as chosen: commits made while the triggerer is down are found after a restart.
                     await store.save(cursor, table_id)
                     stored = (cursor, table_id)
-                payload, changes = await asyncio.to_thread(
+                event, changes = await asyncio.to_thread(
                     check_new_data,
                     table,
                     cursor,
@@ -350,14 +262,14 @@ class NewVersionTrigger(BaseEventTrigger):
                     last_problem = str(exc)
             else:
                 last_problem = None
-                if payload is not None:
+                if event is not None:
                     self.log.info(
                         "%s: new data in version(s) %s after version %d",
                         self.table_uri,
-                        payload["versions"],
-                        payload["baseline_version"],
+                        list(event.versions),
+                        event.baseline_version,
                     )
-                    yield TriggerEvent({"status": "success", **payload})
+                    yield TriggerEvent(event.to_trigger_event())
                     if not watching:
                         return
                 elif changes.changes and changes.latest != last_reported:

@@ -22,7 +22,8 @@ import pytest
 from airflow_provider_deltalite import DeltaTable
 from airflow_provider_deltalite.engine.errors import InvalidArgument, TableNotFound
 from airflow_provider_deltalite.sensors.new_version import NewVersionSensor, version_as_of
-from airflow_provider_deltalite.triggers.new_version import NewVersionTrigger, error_event
+from airflow_provider_deltalite.triggers.new_data import error_event
+from airflow_provider_deltalite.triggers.new_version import NewVersionTrigger
 from tests.airflow.conftest import EXAMPLE_DAGS, AirflowHome
 from tests.airflow.delta_history import append, expected_payload, optimize
 
@@ -41,30 +42,27 @@ def _sensor(**kwargs: Any) -> NewVersionSensor:
     ("value", "shown"),
     [(-1, "-1"), ("-2", "'-2'"), (3.5, "3.5"), ("3.5", "'3.5'"), (True, "True"), ("abc", "'abc'"), ([3], "[3]")],
 )
-def test_a_bad_literal_after_version_fails_when_the_dag_is_parsed(value: Any, shown: str) -> None:
+def test_a_bad_literal_since_fails_when_the_dag_is_parsed(value: Any, shown: str) -> None:
     with pytest.raises(InvalidArgument) as err:
-        _sensor(after_version=value)
-    assert (
-        str(err.value)
-        == f"table /t: after_version must be a non-negative integer (a version of the table), got {shown}"
-    )
+        _sensor(since=value)
+    assert str(err.value) == f"table /t: since must be a non-negative integer (a version of the table), got {shown}"
 
 
 @pytest.mark.parametrize("value", [None, 0, 7, "7", " 12 ", "{{ ti.xcom_pull('load')['version'] }}"])
-def test_good_or_templated_after_versions_are_accepted_when_parsed(value: Any) -> None:
-    assert _sensor(after_version=value).after_version == value
+def test_good_or_templated_since_values_are_accepted_when_parsed(value: Any) -> None:
+    assert _sensor(since=value).since == value
 
 
 @pytest.mark.parametrize(("rendered", "shown"), [("-3", "'-3'"), ("None", "'None'"), ("4.0", "'4.0'")])
 def test_a_template_that_renders_to_a_bad_version_fails_at_execute(tmp_path: Path, rendered: str, shown: str) -> None:
     table = tmp_path / "t"
-    sensor = _sensor(table_uri=str(table), after_version="{{ bad }}")
+    sensor = _sensor(table_uri=str(table), since="{{ bad }}")
     sensor.render_template_fields({"bad": rendered})
-    assert sensor.after_version == rendered
+    assert sensor.since == rendered
     with pytest.raises(InvalidArgument) as err:
         sensor.execute({})
     assert str(err.value) == (
-        f"table {table}: after_version must be a non-negative integer (a version of the table), got {shown}"
+        f"table {table}: since must be a non-negative integer (a version of the table), got {shown}"
     )
     assert not table.exists()  # nothing was opened or written
 
@@ -72,9 +70,9 @@ def test_a_template_that_renders_to_a_bad_version_fails_at_execute(tmp_path: Pat
 def test_templates_render_the_table_and_a_version_from_an_upstream_xcom(tmp_path: Path) -> None:
     append(tmp_path / "t", [1])
     append(tmp_path / "t", [2, 3])
-    sensor = _sensor(table_uri="{{ params.table }}", after_version="{{ upstream['version'] }}")
+    sensor = _sensor(table_uri="{{ params.table }}", since="{{ upstream['version'] }}")
     sensor.render_template_fields({"params": {"table": str(tmp_path / "t")}, "upstream": {"version": 0}})
-    assert (sensor.table_uri, sensor.after_version) == (str(tmp_path / "t"), "0")
+    assert (sensor.table_uri, sensor.since) == (str(tmp_path / "t"), "0")
     assert sensor.execute({}) == expected_payload(tmp_path / "t", 0, [1], [], rows=2)
 
 
@@ -88,7 +86,7 @@ def test_deferrable_pokes_once_then_defers_to_the_trigger_with_the_baseline_fixe
     append(table, [1])
     append(table, [2])
     optimize(table)  # version 2: not new data
-    sensor = _sensor(table_uri=str(table), after_version="1", deferrable=True, poke_interval=0.5, timeout=30)
+    sensor = _sensor(table_uri=str(table), since="1", deferrable=True, poke_interval=0.5, timeout=30)
     with pytest.raises(TaskDeferred) as deferred:
         sensor.execute({})
     assert deferred.value.trigger.serialize() == (
@@ -96,7 +94,7 @@ def test_deferrable_pokes_once_then_defers_to_the_trigger_with_the_baseline_fixe
         {
             "table_uri": str(table),
             "deltalite_conn_id": None,
-            "after_version": 1,
+            "since": 1,
             "poll_interval": 0.5,
             "include_rearrangements": False,
             "include_metadata_changes": False,
@@ -116,12 +114,23 @@ def test_a_missing_table_defers_from_before_its_first_commit(tmp_path: Path) -> 
     when = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
     with pytest.raises(TaskDeferred) as deferred:
         sensor.execute({"data_interval_end": when})  # no dag_run: the reference time falls back to the interval end
-    assert deferred.value.trigger.serialize()[1]["after_version"] == -1
+    assert deferred.value.trigger.serialize()[1]["since"] == -1
 
 
 def test_execute_complete_returns_the_payload_or_raises_the_typed_error(tmp_path: Path) -> None:
     sensor = _sensor(deferrable=True)
-    payload = {"table_uri": "/t", "baseline_version": 1, "version": 3, "versions": [3], "skipped": []}
+    payload = {
+        "table_uri": "/t",
+        "baseline_version": 1,
+        "version": 3,
+        "versions": [3],
+        "skipped": [],
+        "operations": ["WRITE"],
+        "added_files": 1,
+        "added_rows": None,
+        "added_bytes": 512,
+        "timestamp": 1764000000000,
+    }
     assert sensor.execute_complete({}, {"status": "success", **payload}) == payload
     with pytest.raises(TableNotFound, match=r"^table /t: path does not exist$"):
         sensor.execute_complete({}, error_event(TableNotFound("path does not exist", "/t")))
@@ -131,12 +140,60 @@ def test_execute_complete_returns_the_payload_or_raises_the_typed_error(tmp_path
         sensor.execute_complete({}, None)
 
 
+def test_execute_complete_refuses_a_malformed_event_and_ignores_keys_it_does_not_know() -> None:
+    from airflow.providers.common.compat.sdk import AirflowException
+
+    sensor = _sensor(deferrable=True)
+    payload = {
+        "table_uri": "/t",
+        "baseline_version": 1,
+        "version": 3,
+        "versions": [2, 3],
+        "skipped": [],
+        "operations": ["WRITE", "MERGE"],
+        "added_files": 2,
+        "added_rows": 10,
+        "added_bytes": 512,
+        "timestamp": None,
+    }
+    assert sensor.execute_complete({}, {"status": "success", **payload, "from_a_newer_trigger": 1}) == payload
+    for broken, problem in [
+        ({"version": None}, "version must be an integer, got None"),
+        ({"versions": [2]}, "versions must end with version 3, got [2]"),
+        ({"skipped": [{"version": 2}]}, "skipped must be a list of {version, kind}"),
+        ({"added_files": "2"}, "added_files must be an integer, got '2'"),
+    ]:
+        with pytest.raises(AirflowException, match=r"^NewVersionTrigger sent a malformed event \(") as err:
+            sensor.execute_complete({}, {"status": "success", **payload, **broken})
+        assert problem in str(err.value)
+    incomplete = {key: value for key, value in payload.items() if key != "operations"}
+    with pytest.raises(AirflowException, match=r"a new-data event needs operations"):
+        sensor.execute_complete({}, {"status": "success", **incomplete})
+
+
+def test_after_version_is_a_deprecated_alias_of_since() -> None:
+    from airflow.exceptions import AirflowProviderDeprecationWarning
+
+    with pytest.warns(AirflowProviderDeprecationWarning, match=r"after_version is deprecated.* pass since"):
+        sensor = _sensor(after_version="{{ ti.xcom_pull('load')['version'] }}")
+    assert sensor.since == "{{ ti.xcom_pull('load')['version'] }}"
+    assert "since" in sensor.template_fields and "after_version" not in sensor.template_fields
+    with pytest.warns(AirflowProviderDeprecationWarning), pytest.raises(InvalidArgument) as bad:
+        _sensor(after_version=-1)  # the alias is checked as since is
+    assert str(bad.value) == "table /t: since must be a non-negative integer (a version of the table), got -1"
+    with pytest.raises(InvalidArgument) as both:
+        _sensor(since=3, after_version=3)
+    assert str(both.value) == (
+        "table /t: NewVersionSensor: pass since, not both since and the deprecated after_version"
+    )
+
+
 def test_fail_if_missing_raises_table_not_found_and_otherwise_the_sensor_waits(tmp_path: Path) -> None:
     table = tmp_path / "absent"
     with pytest.raises(TableNotFound) as err:
-        _sensor(table_uri=str(table), after_version=0, fail_if_missing=True).poke({})
+        _sensor(table_uri=str(table), since=0, fail_if_missing=True).poke({})
     assert str(err.value) == f"table {table}: path does not exist"
-    assert _sensor(table_uri=str(table), after_version=0).poke({}) is False
+    assert _sensor(table_uri=str(table), since=0).poke({}) is False
 
 
 # -- the baseline of a run ------------------------------------------------------------------------------------------
@@ -183,8 +240,8 @@ def test_new_commits_trigger_example_parses_without_touching_the_table(monkeypat
     dag = bag.dags["deltalite_new_commits_trigger"]
     assert sorted(dag.task_dict) == ["process", "wait_for_more_data", "wait_for_new_data"]
     first, more = dag.task_dict["wait_for_new_data"], dag.task_dict["wait_for_more_data"]
-    assert (first.table_uri, first.after_version, first.mode) == ("{{ params.table_uri }}", None, "reschedule")
-    assert more.after_version == "{{ ti.xcom_pull(task_ids='wait_for_new_data')['version'] }}"
+    assert (first.table_uri, first.since, first.mode) == ("{{ params.table_uri }}", None, "reschedule")
+    assert more.since == "{{ ti.xcom_pull(task_ids='wait_for_new_data')['version'] }}"
     assert dag.task_dict["process"].upstream_task_ids == {"wait_for_new_data"}
     assert more.upstream_task_ids == {"process"}
 
@@ -205,7 +262,7 @@ def test_asset_watcher_example_watches_the_table_from_the_environment(monkeypatc
     assert watcher.trigger.serialize()[1] == {
         "table_uri": "/data/events",
         "deltalite_conn_id": None,
-        "after_version": None,
+        "since": None,
         "poll_interval": 30.0,
         "include_rearrangements": False,
         "include_metadata_changes": False,
@@ -254,10 +311,10 @@ def sensor_runs(airflow_home: AirflowHome, tmp_path_factory: pytest.TempPathFact
         },
         {"dag_id": "sensor_missing", "run_after": now, "table": "missing"},
         {"dag_id": "sensor_fail_if_missing", "run_after": now, "table": "absent"},
-        {"dag_id": "sensor_bad_after_version", "run_after": now, "table": "bad", "after_version": "-3"},
+        {"dag_id": "sensor_bad_since", "run_after": now, "table": "bad", "since": "-3"},
     ]
     for run in plan:
-        run["conf"] = {"table_uri": str(tables[run["table"]]), "after_version": run.pop("after_version", "0")}
+        run["conf"] = {"table_uri": str(tables[run["table"]]), "since": run.pop("since", "0")}
     (root / "plan.json").write_text(json.dumps(plan))
     # (dag, task whose waiting poke triggers the commit, the commit)
     steps: list[tuple[str, str, Callable[[], int]]] = [
@@ -337,7 +394,7 @@ def test_poke_mode_fires_on_the_data_commit_not_the_optimize_and_chains_a_baseli
     assert _received(sensor_runs, "sensor_poke") == [
         expected_payload(table, 1, [3], [{"version": 2, "kind": "rearrange"}], rows=3)
     ]
-    # The second sensor's after_version rendered from the first one's XCom ("3") and fired on version 4 only.
+    # The second sensor's since rendered from the first one's XCom ("3") and fired on version 4 only.
     more = _sensor_calls(sensor_runs, "sensor_poke", "wait_more")
     assert more[0] == ("execute", None, None) and more[-1] == ("poke", True, 3)
     assert _received(sensor_runs, "sensor_poke", "received_more") == [expected_payload(table, 3, [4], [], rows=1)]
@@ -386,7 +443,7 @@ def test_a_table_created_after_the_run_started_counts_from_version_0(sensor_runs
 @pytest.mark.slow
 def test_bad_input_fails_the_task_with_one_clear_error_and_writes_nothing(sensor_runs: dict[str, Any]) -> None:
     results, tables, output = sensor_runs["results"], sensor_runs["tables"], sensor_runs["output"]
-    for dag_id in ("sensor_fail_if_missing", "sensor_bad_after_version"):
+    for dag_id in ("sensor_fail_if_missing", "sensor_bad_since"):
         assert results[dag_id] == {
             "dag_id": dag_id,
             "state": "failed",
@@ -395,8 +452,8 @@ def test_bad_input_fails_the_task_with_one_clear_error_and_writes_nothing(sensor
         assert _received(sensor_runs, dag_id) == []
     assert f"TableNotFound: table {tables['absent']}: path does not exist" in output
     assert (
-        f"InvalidArgument: table {tables['bad']}: after_version must be a non-negative integer (a version of the "
+        f"InvalidArgument: table {tables['bad']}: since must be a non-negative integer (a version of the "
         "table), got '-3'" in output
     )
-    assert _sensor_calls(sensor_runs, "sensor_bad_after_version") == [("execute", None, None)]  # failed before a poke
+    assert _sensor_calls(sensor_runs, "sensor_bad_since") == [("execute", None, None)]  # failed before a poke
     assert not tables["absent"].exists() and not tables["bad"].exists()

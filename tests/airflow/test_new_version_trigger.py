@@ -15,6 +15,7 @@ import signal
 import sqlite3
 import subprocess
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,8 @@ from typing import Any
 import pytest
 
 from airflow_provider_deltalite.engine.errors import InvalidArgument, LogGap, TableNotFound
-from airflow_provider_deltalite.triggers.new_version import NewVersionTrigger, error_event, raise_from_event
+from airflow_provider_deltalite.triggers.new_data import error_event, raise_from_event
+from airflow_provider_deltalite.triggers.new_version import NewVersionTrigger
 from tests.airflow.conftest import AIRFLOW_BIN, EXAMPLE_DAGS, AirflowHome, airflow_env
 from tests.airflow.delta_history import append, commit_facts, expected_payload, optimize
 
@@ -66,7 +68,7 @@ def test_serialize_round_trips_exactly_through_the_triggerers_encoding() -> None
     trigger = NewVersionTrigger(
         table_uri="events/clicks",
         deltalite_conn_id="lake",
-        after_version=41,
+        since=41,
         poll_interval=2.5,
         include_rearrangements=True,
         include_metadata_changes=True,
@@ -75,7 +77,7 @@ def test_serialize_round_trips_exactly_through_the_triggerers_encoding() -> None
     kwargs = {
         "table_uri": "events/clicks",
         "deltalite_conn_id": "lake",
-        "after_version": 41,
+        "since": 41,
         "poll_interval": 2.5,
         "include_rearrangements": True,
         "include_metadata_changes": True,
@@ -96,7 +98,7 @@ def test_serialize_round_trips_exactly_through_the_triggerers_encoding() -> None
         {
             "table_uri": "/t",
             "deltalite_conn_id": None,
-            "after_version": None,
+            "since": None,
             "poll_interval": 60.0,
             "include_rearrangements": False,
             "include_metadata_changes": False,
@@ -105,21 +107,48 @@ def test_serialize_round_trips_exactly_through_the_triggerers_encoding() -> None
     )
 
 
+def test_after_version_is_a_deprecated_alias_and_a_trigger_serialized_by_0_1_still_deserializes() -> None:
+    from airflow.exceptions import AirflowProviderDeprecationWarning
+    from airflow.sdk._shared.module_loading import import_string
+
+    # What the trigger table of a 0.1 deployment holds for a deferred sensor.
+    kwargs_0_1 = {
+        "table_uri": "/t",
+        "deltalite_conn_id": None,
+        "after_version": 7,
+        "poll_interval": 60.0,
+        "include_rearrangements": False,
+        "include_metadata_changes": False,
+        "fail_if_missing": False,
+    }
+    with pytest.warns(AirflowProviderDeprecationWarning, match=r"after_version is deprecated.* pass since"):
+        rebuilt = import_string(CLASSPATH)(**kwargs_0_1)
+    assert rebuilt.since == 7
+    assert rebuilt.serialize()[1] == {**{k: v for k, v in kwargs_0_1.items() if k != "after_version"}, "since": 7}
+    # a 0.1 row with the default (None) rebuilds without a warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert import_string(CLASSPATH)(**{**kwargs_0_1, "after_version": None}).since is None
+    with pytest.raises(InvalidArgument) as both:
+        NewVersionTrigger("/t", since=1, after_version=1)
+    assert str(both.value) == "table /t: NewVersionTrigger: pass since, not both since and the deprecated after_version"
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
         ({"table_uri": ""}, "table_uri must be a non-empty string, got ''"),
         (
-            {"table_uri": "/t", "after_version": -2},
-            "table /t: after_version must be a table version (-1: before the first commit) or None, got -2",
+            {"table_uri": "/t", "since": -2},
+            "table /t: since must be a version, or -1 for from the beginning, got -2",
         ),
         (
-            {"table_uri": "/t", "after_version": "3"},
-            "table /t: after_version must be a table version (-1: before the first commit) or None, got '3'",
+            {"table_uri": "/t", "since": "3"},
+            "table /t: since must be a version, or -1 for from the beginning, got '3'",
         ),
         (
-            {"table_uri": "/t", "after_version": True},
-            "table /t: after_version must be a table version (-1: before the first commit) or None, got True",
+            {"table_uri": "/t", "since": True},
+            "table /t: since must be a version, or -1 for from the beginning, got True",
         ),
         (
             {"table_uri": "/t", "poll_interval": 0},
@@ -150,7 +179,7 @@ def test_fires_once_on_data_after_the_baseline_and_skips_the_optimize(tmp_path: 
     assert [append(table, [1, 2, 3, 4, 5]), append(table, [6, 7])] == [0, 1]
     assert optimize(table) == 2
     assert append(table, [8, 9, 10]) == 3
-    event = _first_event(NewVersionTrigger(str(table), after_version=1, poll_interval=0.05))
+    event = _first_event(NewVersionTrigger(str(table), since=1, poll_interval=0.05))
     assert event.payload == _expected(table, 1, [3], [{"version": 2, "kind": "rearrange"}], rows=3)
     assert event.payload["added_files"] == 1 and event.payload["operations"] == ["WRITE"]
 
@@ -159,7 +188,7 @@ def test_waits_through_an_optimize_and_fires_on_the_next_append(tmp_path: Path) 
     table = tmp_path / "t"
     append(table, [1])
     append(table, [2])
-    trigger = NewVersionTrigger(str(table), after_version=1, poll_interval=0.05)
+    trigger = NewVersionTrigger(str(table), since=1, poll_interval=0.05)
 
     def commits() -> None:
         time.sleep(0.3)
@@ -176,9 +205,7 @@ def test_counts_rearrangements_when_asked(tmp_path: Path) -> None:
     append(table, [1])
     append(table, [2])
     optimize(table)
-    event = _first_event(
-        NewVersionTrigger(str(table), after_version=1, poll_interval=0.05, include_rearrangements=True)
-    )
+    event = _first_event(NewVersionTrigger(str(table), since=1, poll_interval=0.05, include_rearrangements=True))
     facts = commit_facts(table, 2)
     assert event.payload == {
         "status": "success",
@@ -197,7 +224,7 @@ def test_counts_rearrangements_when_asked(tmp_path: Path) -> None:
 
 def test_a_missing_table_is_waited_for_and_counts_from_version_0(tmp_path: Path) -> None:
     table = tmp_path / "later"
-    trigger = NewVersionTrigger(str(table), after_version=-1, poll_interval=0.05)
+    trigger = NewVersionTrigger(str(table), since=-1, poll_interval=0.05)
 
     def create() -> None:
         time.sleep(0.3)
@@ -209,7 +236,7 @@ def test_a_missing_table_is_waited_for_and_counts_from_version_0(tmp_path: Path)
 
 def test_fail_if_missing_sends_an_error_event_that_the_worker_raises_as_table_not_found(tmp_path: Path) -> None:
     table = tmp_path / "absent"
-    event = _first_event(NewVersionTrigger(str(table), after_version=0, poll_interval=0.05, fail_if_missing=True))
+    event = _first_event(NewVersionTrigger(str(table), since=0, poll_interval=0.05, fail_if_missing=True))
     assert event.payload == {
         "status": "error",
         "error": "airflow_provider_deltalite.engine.errors.TableNotFound",
@@ -246,9 +273,7 @@ def test_a_relative_table_uri_is_opened_through_the_deltalite_connection(
     append(tmp_path / "events", [1])
     append(tmp_path / "events", [2, 3])
     monkeypatch.setenv("AIRFLOW_CONN_LAKE_FOR_TRIGGER", json.dumps({"conn_type": "deltalite", "host": str(tmp_path)}))
-    event = _first_event(
-        NewVersionTrigger("events", deltalite_conn_id="lake_for_trigger", after_version=0, poll_interval=0.05)
-    )
+    event = _first_event(NewVersionTrigger("events", deltalite_conn_id="lake_for_trigger", since=0, poll_interval=0.05))
     assert event.payload == _expected(tmp_path / "events", 0, [1], [], rows=2)
 
 

@@ -24,9 +24,9 @@ import pytest
 from airflow_provider_deltalite import DeltaTable
 from airflow_provider_deltalite.demo import FAST_JVM_CONF, create_small_file_table
 from airflow_provider_deltalite.engine import InvalidArgument, InvalidExpression, TableNotFound
+from airflow_provider_deltalite.executors.engine_zip import build_package_zip
 from airflow_provider_deltalite.hooks.deltalite import InvalidConnection
 from airflow_provider_deltalite.hooks.spark_submit import bundled_spark_submit, pyspark_home
-from airflow_provider_deltalite.jobs.engine_zip import build_package_zip
 from airflow_provider_deltalite.maintenance.optimize_stats import OptimizeStats, camel_case
 from airflow_provider_deltalite.maintenance.vacuum_stats import VacuumStats
 from airflow_provider_deltalite.operators.lineage import dataset_identity, run_facet_fields
@@ -403,7 +403,7 @@ def test_on_kill_stops_the_whole_spark_application_and_commits_nothing(tmp_path:
 # -- the engine zip the operators ship -----------------------------------------------------------------------------
 
 _BUILD = (
-    "import sys; from airflow_provider_deltalite.jobs.engine_zip import build_package_zip; "
+    "import sys; from airflow_provider_deltalite.executors.engine_zip import build_package_zip; "
     "print(build_package_zip(sys.argv[1] if len(sys.argv) > 1 else None))"
 )
 

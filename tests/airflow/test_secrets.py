@@ -528,7 +528,7 @@ def test_rendered_fields_and_the_trigger_are_in_the_metadata_database(sweep: Swe
     assert recorded["kwargs"] == {
         "table_uri": "events",
         "deltalite_conn_id": "lake",
-        "after_version": 6,
+        "since": 6,
         "poll_interval": 0.2,
         "include_rearrangements": False,
         "include_metadata_changes": False,

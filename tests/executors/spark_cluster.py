@@ -204,7 +204,7 @@ def start_cluster(
 
 def spark_submit(master: str, args: list[str], env_extra: dict[str, str]) -> subprocess.CompletedProcess:
     """Run the deltalite job with spark-submit on ``master``, as a cluster machine without the package would."""
-    from airflow_provider_deltalite.jobs.engine_zip import build_package_zip
+    from airflow_provider_deltalite.executors.engine_zip import build_package_zip
 
     zip_path = build_package_zip()
     job = Path(__file__).resolve().parents[2] / "airflow_provider_deltalite" / "jobs" / "spark_job.py"

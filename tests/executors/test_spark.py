@@ -20,11 +20,12 @@ from pyspark import cloudpickle
 
 import airflow_provider_deltalite
 from airflow_provider_deltalite import DeltaTable
-from airflow_provider_deltalite.engine import ExecutorError, TableNotFound, VersionNotFound
+from airflow_provider_deltalite.engine import ExecutorError, LogGap, TableNotFound, VersionNotFound
 from airflow_provider_deltalite.executors import LocalExecutor
-from airflow_provider_deltalite.executors.spark import SparkExecutor, worker_exception
+from airflow_provider_deltalite.executors.engine_zip import build_package_zip
+from airflow_provider_deltalite.executors.spark import SparkExecutor
+from airflow_provider_deltalite.executors.spark_errors import error_from_record, error_record, worker_exception
 from airflow_provider_deltalite.jobs import spark_job
-from airflow_provider_deltalite.jobs.engine_zip import build_package_zip
 from tests.executors.spark_cluster import FAST_JVM_CONF, free_port
 from tests.helpers import CORPUS, copy_table
 
@@ -162,6 +163,16 @@ def test_worker_exception_text_parsing() -> None:
     )
     assert worker_exception(text) == "OSError: disk full"
     assert worker_exception("Job aborted due to stage failure: ExecutorLostFailure (executor 1 exited)") is None
+
+
+def test_error_records_carry_the_error_and_a_class_that_cannot_be_rebuilt_becomes_an_executor_error() -> None:
+    original = LogGap("the commits after version 3 were removed", "/t", since=3, oldest_available=10)
+    status, payload = error_record(original)
+    rebuilt = error_from_record(status, json.loads(json.dumps(payload)))
+    assert (type(rebuilt), str(rebuilt), vars(rebuilt)) == (LogGap, str(original), vars(original))
+    foreign = {**payload, "error": "builtins.OSError", "message": "disk full"}
+    unknown = error_from_record(status, foreign)
+    assert (type(unknown), str(unknown)) == (ExecutorError, "Spark task failed: builtins.OSError: disk full")
 
 
 def engine_already_loaded(_: int) -> bool:

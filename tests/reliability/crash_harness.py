@@ -551,7 +551,7 @@ class SparkRunner:
     """Runs the deltalite job with spark-submit on ``local[2]`` in its own process group."""
 
     def __init__(self, workdir: Path) -> None:
-        from airflow_provider_deltalite.jobs.engine_zip import build_package_zip
+        from airflow_provider_deltalite.executors.engine_zip import build_package_zip
         from tests.executors.spark_cluster import FAST_JVM_OPTIONS, spark_env, spark_home
 
         self.local_dir = workdir / "spark-local"

@@ -10,7 +10,7 @@ For ``--seconds`` seconds, as separate OS processes against one table:
   `RETENTION_S` seconds (``delta.deletedFileRetentionDuration``; the default 7 days would delete nothing), so files
   OPTIMIZE removed are really deleted during the run; the executor it is given is a pass-through that records every
   path the store confirmed deleted;
-- 1 sensor: ``NewVersionSensor(after_version=<last reported>).poke(context)`` in a loop, through a ``deltalite``
+- 1 sensor: ``NewVersionSensor(since=<last reported>).poke(context)`` in a loop, through a ``deltalite``
   Airflow connection given as ``AIRFLOW_CONN_SOAKLAKE`` (no metadata database is needed for a poke).
 
 Every process logs what it did as JSON lines. When the time is up the writers stop, then the sensor catches up (it
@@ -341,7 +341,7 @@ def _sensor_loop(args: argparse.Namespace, log: _Log) -> None:
             task_id="soak_sensor",
             table_uri=TABLE,
             deltalite_conn_id=CONN_ID,
-            after_version=after,
+            since=after,
             poke_interval=SENSOR_POLL_S,
         )
         pokes += 1

@@ -91,12 +91,12 @@ with DAG(
         task_id="vacuum", table_uri="events", retention_hours=0, enforce_retention_duration=False, **local
     )
     new_data = NewVersionSensor(
-        task_id="new_data", table_uri="events", deltalite_conn_id="lake", after_version=0, poke_interval=0.2,
+        task_id="new_data", table_uri="events", deltalite_conn_id="lake", since=0, poke_interval=0.2,
         timeout=60, mode="poke",
     )  # fmt: skip
     deferred = RecordingSensor(
         task_id="deferred", table_uri="events", deltalite_conn_id="lake", deferrable=True, poke_interval=0.2,
-        timeout=120, after_version="{{ ti.xcom_pull(task_ids='new_data')['version'] }}",
+        timeout=120, since="{{ ti.xcom_pull(task_ids='new_data')['version'] }}",
     )  # fmt: skip
     optimize >> zorder >> vacuum >> new_data >> deferred
 
@@ -130,7 +130,7 @@ with DAG(
     for conn_id in CONNECTIONS:
         NewVersionSensor(
             task_id=f"sensor_{conn_id}", table_uri="events", deltalite_conn_id=conn_id, poke_interval=0.2,
-            timeout=10, mode="poke", after_version=0,
+            timeout=10, mode="poke", since=0,
         )  # fmt: skip
 
 

@@ -67,7 +67,7 @@ def sensor_dag(dag_id: str, **sensor_kwargs: Any) -> DAG:
         dag_id,
         schedule=None,
         start_date=START,
-        params={"table_uri": Param("", type="string"), "after_version": Param("0", type="string")},
+        params={"table_uri": Param("", type="string"), "since": Param("0", type="string")},
     ) as dag:
         wait = ObservedSensor(
             task_id="wait", table_uri="{{ params.table_uri }}", poke_interval=0.2, timeout=120, **sensor_kwargs
@@ -82,7 +82,7 @@ with poke:
     wait_more = ObservedSensor(
         task_id="wait_more",
         table_uri="{{ params.table_uri }}",
-        after_version="{{ ti.xcom_pull(task_ids='wait')['version'] }}",
+        since="{{ ti.xcom_pull(task_ids='wait')['version'] }}",
         poke_interval=0.2,
         timeout=120,
     )
@@ -92,11 +92,11 @@ reschedule = sensor_dag("sensor_reschedule", mode="reschedule")
 deferrable = sensor_dag("sensor_deferrable", deferrable=True)
 missing = sensor_dag("sensor_missing")
 fail_if_missing = sensor_dag("sensor_fail_if_missing", fail_if_missing=True)
-bad_after_version = sensor_dag("sensor_bad_after_version", after_version="{{ params.after_version }}")
+bad_since = sensor_dag("sensor_bad_since", since="{{ params.since }}")
 
 
 def main(plan_path: str) -> None:
-    dags = {d.dag_id: d for d in (poke, reschedule, deferrable, missing, fail_if_missing, bad_after_version)}
+    dags = {d.dag_id: d for d in (poke, reschedule, deferrable, missing, fail_if_missing, bad_since)}
     plan = json.loads(Path(plan_path).read_text())
     for run in plan:
         dag = dags[run["dag_id"]]
