@@ -151,6 +151,7 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.spark  # --executor spark against a closed port starts a JVM
 def test_bad_inputs_are_one_line_and_write_nothing(tmp_path: Path) -> None:
     path = _table(tmp_path / "t")
     state = tree_state(path)
