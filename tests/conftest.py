@@ -46,11 +46,16 @@ def _needs(item: pytest.Item) -> set[str]:
     return needs
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by these marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         for name in sorted(_needs(item) - {m.name for m in item.iter_markers()}):
             item.add_marker(name)
-    if not CORPUS.is_dir() and any(item.get_closest_marker("corpus") for item in items):
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """A selected test needs the corpus and it is not there: stop the run with one line, not hundreds of failures."""
+    if not CORPUS.is_dir() and any(item.get_closest_marker("corpus") for item in session.items):
         raise pytest.UsageError(
             f"the test corpus is missing: {CORPUS} is not a directory. Tests marked `corpus` read it; point "
             "DELTALITE_CORPUS at it, or deselect them with -m 'not corpus'."

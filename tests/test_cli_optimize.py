@@ -13,12 +13,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import deltalake
 import pyarrow as pa
 import pytest
 
 from tests.helpers import CORPUS, cli_failure, run_cli, tree_state
-
-deltalake = pytest.importorskip("deltalake")
 
 ICEBERG = CORPUS / "delta-golden/table-with-icebegCompatV2Enabled"  # writer feature icebergCompatV2 (not writable)
 STATS_KEYS = {
