@@ -1,11 +1,12 @@
-# Two commands: `make demo` and `make test`. Both create the virtualenv from this project's own files first.
+# `make demo`, `make test` (everything) and `make test-fast` (no JVM, no Airflow: the tests not marked spark or airflow).
+# Each creates the virtualenv from this project's own files first.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 CORPUS ?= ../shared/corpus
 
-.PHONY: env demo test lint conformance-doc bench clean
+.PHONY: env demo test test-fast lint typecheck conformance-doc bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,8 +23,14 @@ lint: env
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-test: lint
+typecheck: env
+	$(VENV)/bin/mypy
+
+test: lint typecheck
 	$(PY) -m pytest -q --durations=15
+
+test-fast: lint typecheck
+	$(PY) -m pytest -q --durations=15 -m "not spark and not airflow"
 
 conformance-doc: env
 	$(PY) tests/conformance/write_report.py
@@ -33,4 +40,4 @@ bench: env
 	$(PY) benchmarks/commit_and_checkpoint.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache

@@ -19,33 +19,22 @@ Results: printed tables, and benchmarks/results/commit_and_checkpoint.json.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import importlib.util
 import json
 import os
-import platform
-import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+import _harness as h
+
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "commit_and_checkpoint.json"
 TARGET_CHECKPOINT = 1.5
 CHILD_TIMEOUT_S = 600
-
-
-def _snapshot_load_module() -> Any:
-    spec = importlib.util.spec_from_file_location("snapshot_load", HERE / "snapshot_load.py")
-    module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(module)
-    return module
 
 
 # -- children -------------------------------------------------------------------------------------------------
@@ -94,7 +83,7 @@ def child_commits(engine: str, path: str, commits: int) -> dict[str, Any]:
         "total_s": sum(durations),
         "median_commit_ms": statistics.median(durations) * 1000,
         "commits_per_s": commits / sum(durations),
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_mb": h.maxrss_mb(),
     }
 
 
@@ -127,17 +116,8 @@ def child_checkpoint(engine: str, path: str) -> dict[str, Any]:
         "files": files,
         "load_s": loaded - start,
         "checkpoint_s": written - loaded,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_mb": h.maxrss_mb(),
     }
-
-
-def run_child(args: list[str]) -> dict[str, Any]:
-    cmd = [sys.executable, str(Path(__file__).resolve()), *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, cwd=HERE.parent)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        raise SystemExit(f"child {args} failed:\n{proc.stderr[-2000:]}")
-    return json.loads(lines[-1])
 
 
 # -- parent -----------------------------------------------------------------------------------------------------
@@ -147,14 +127,16 @@ def bench_commits(commits: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for engine in ("deltalite", "delta-rs"):
         with tempfile.TemporaryDirectory(prefix="deltalite-commits-") as tmp:
-            out[engine] = run_child(["--child-commits", engine, os.path.join(tmp, "t"), str(commits)])
+            out[engine] = h.run_child_or_exit(
+                __file__, ["--child-commits", engine, os.path.join(tmp, "t"), str(commits)], CHILD_TIMEOUT_S
+            )
         r = out[engine]
         print(f"  commits  {engine:<10} {r['commits_per_s']:.1f} commits/s (median {r['median_commit_ms']:.1f} ms)")
     return out
 
 
 def bench_checkpoint(reps: int, regenerate: bool) -> dict[str, Any]:
-    path, note = _snapshot_load_module().prepare_generated_table(regenerate)
+    path, note = h.load_benchmark("snapshot_load").prepare_generated_table(regenerate)
     print(f"  checkpoint table: {path} ({note})")
     log = path / "_delta_log"
     last = (log / "_last_checkpoint").read_bytes()
@@ -163,7 +145,7 @@ def bench_checkpoint(reps: int, regenerate: bool) -> dict[str, Any]:
     try:
         for rep in range(reps):
             for engine in ("deltalite", "delta-rs") if rep % 2 == 0 else ("delta-rs", "deltalite"):
-                r = run_child(["--child-checkpoint", engine, str(path)])
+                r = h.run_child_or_exit(__file__, ["--child-checkpoint", engine, str(path)], CHILD_TIMEOUT_S)
                 runs[engine].append(r)
                 timing = f"load {r['load_s']:.2f}s write {r['checkpoint_s']:.2f}s"
                 print(f"  checkpoint {engine:<10} rep {rep + 1}: {timing}")
@@ -228,20 +210,11 @@ def main() -> int:
     )
     report = {
         "benchmark": "commit_and_checkpoint",
-        "machine": {
-            "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "cpu_count": os.cpu_count(),
-            "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()],
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-        },
+        "machine": h.machine_info(),
         "commits": commits,
         "checkpoint": checkpoint,
-        "total_runtime_s": round(time.perf_counter() - started, 1),
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"\nresults written to {RESULTS.relative_to(HERE.parent)} (total {report['total_runtime_s']}s)")
+    h.write_results(RESULTS, report, started)
     return 0 if checkpoint["pass"] else 2
 
 

@@ -19,12 +19,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime as dt
 import json
 import os
-import platform
 import random
-import resource
 import shutil
 import statistics
 import subprocess
@@ -33,9 +30,10 @@ import tarfile
 import tempfile
 import time
 import uuid
-from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+import _harness as h
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "snapshot_load.json"
@@ -61,18 +59,6 @@ EXPECTED_B = N_COMMITS * FILES_PER_COMMIT  # replacements are net zero
 BASE_TS = 1_700_000_000_000  # ms; one commit per minute
 assert FILES_PER_COMMIT == N_PARTITIONS
 assert EXPECTED_B == 100_000
-
-
-def _rss_now_mb() -> float:
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def _maxrss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
 # -- child: one measured load -----------------------------------------------------------------------------
@@ -107,7 +93,7 @@ def child(engine: str, path: str, profile: bool) -> None:
     pa.array([0])
     pyarrow_first_use_s = time.perf_counter() - first_use
     pandas_before = "pandas" in sys.modules
-    baseline = {"baseline_rss_mb": _rss_now_mb(), "baseline_maxrss_mb": _maxrss_mb()}
+    baseline = {"baseline_rss_mb": h.rss_now_mb(), "baseline_maxrss_mb": h.maxrss_mb()}
     cpu0 = os.times()
     if profile:
         import cProfile
@@ -137,7 +123,7 @@ def child(engine: str, path: str, profile: bool) -> None:
         "columns": files.num_columns,
         "wall_s": wall,
         "cpu_s": (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system),
-        "peak_rss_mb": _maxrss_mb(),
+        "peak_rss_mb": h.maxrss_mb(),
         "arrow_bytes_mb": files.nbytes / 2**20,
         "pyarrow_first_use_s": pyarrow_first_use_s,
         "pandas_imported_during_load": not pandas_before and "pandas" in sys.modules,
@@ -163,19 +149,6 @@ def verify_child(path: str, expected: int) -> None:
     except Exception as exc:  # an engine failure is reported, the generator is checked by delta-rs above
         problems.append(f"deltalite failed: {type(exc).__name__}: {exc}")
     print(json.dumps({"delta_rs_files": n, "problems": problems}))
-
-
-def run_child(args: list[str]) -> tuple[dict[str, Any] | None, str]:
-    cmd = [sys.executable, str(Path(__file__).resolve()), *args]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, cwd=HERE.parent)
-    except subprocess.TimeoutExpired:
-        return None, f"timed out after {CHILD_TIMEOUT_S}s"
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        tail = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
-        return None, tail[-1] if tail else f"exit code {proc.returncode}"
-    return json.loads(lines[-1]), proc.stderr
 
 
 # -- table (a): extract the archive -----------------------------------------------------------------------
@@ -474,30 +447,6 @@ def prepare_generated_table(regenerate: bool) -> tuple[Path, str]:
 # -- parent: run, summarise, report -----------------------------------------------------------------------
 
 
-def _version(dist: str) -> str | None:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def machine_info() -> dict[str, Any]:
-    mem_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return {
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "cpu_count": os.cpu_count(),
-        "memory_gb": round(mem_gb, 1),
-        "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()],
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "pyarrow": _version("pyarrow"),
-        "deltalake": _version("deltalake"),
-        "numpy": _version("numpy"),
-        "fsspec": _version("fsspec"),
-        "airflow_provider_deltalite": _version("airflow-provider-deltalite"),
-    }
-
-
 def summarise(runs: list[dict], errors: list[str]) -> dict[str, Any]:
     if not runs:
         return {"ok": False, "error": errors[0] if errors else "no run", "runs": []}
@@ -549,7 +498,7 @@ def main() -> int:
     if args.only in (None, "b"):
         path, note = prepare_generated_table(args.regenerate)
         print(f"table (b): {note} -> {path}")
-        check, err = run_child(["--verify", str(path), str(EXPECTED_B)])
+        check, err = h.run_child(__file__, ["--verify", str(path), str(EXPECTED_B)], CHILD_TIMEOUT_S)
         if check is None:
             print(f"table (b): verification crashed: {err}")
             return 1
@@ -571,7 +520,7 @@ def main() -> int:
         errors: dict[str, list[str]] = {e: [] for e in ENGINES}
         for rep in range(args.reps):
             for engine in ENGINES if rep % 2 == 0 else ENGINES[::-1]:  # alternate order against drift
-                res, err = run_child(["--child", engine, str(path)])
+                res, err = h.run_child(__file__, ["--child", engine, str(path)], CHILD_TIMEOUT_S)
                 if res is None:
                     errors[engine].append(err)
                 elif expected is not None and res["files"] != expected:
@@ -600,20 +549,18 @@ def main() -> int:
         "description": "load latest snapshot + materialise file list (Arrow); fresh subprocess per run",
         "targets": {"wall_ratio_max": TARGET_WALL, "rss_ratio_max": TARGET_RSS},
         "reps": args.reps,
-        "machine": machine_info(),
+        "machine": h.machine_info(("pyarrow", "deltalake", "numpy", "fsspec")),
         "results": results,
         "total_runtime_s": None,
     }
     if args.profile:
         for label, path, _ in tables:
             print(f"\n=== cProfile: deltalite on {label} ===")
-            res, err = run_child(["--child", "deltalite", str(path), "--child-profile"])
+            res, err = h.run_child(__file__, ["--child", "deltalite", str(path), "--child-profile"], CHILD_TIMEOUT_S)
             print(err if res is not None else f"ERROR {err}")
     report["total_runtime_s"] = round(time.perf_counter() - t_start, 1)
     if not args.no_write:
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(json.dumps(report, indent=2) + "\n")
-        print(f"\nresults written to {RESULTS.relative_to(HERE.parent)} (total {report['total_runtime_s']}s)")
+        h.write_results(RESULTS, report, t_start)
     return 0 if all(r["wall_pass"] and r["rss_pass"] for r in results) else 2
 
 

@@ -33,8 +33,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import hashlib
-import importlib.util
 import json
 import os
 import random
@@ -47,6 +45,8 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any
+
+import _harness as h
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # run from anywhere: the package of this checkout
@@ -65,36 +65,16 @@ SIZES = (10, 20_000)
 ROWS_PER_FILE = 100
 TARGET_POLL_RATIO = 1.2
 LATENCY_SLACK_S = 1.0
-CODE_UNDER_TEST = (
-    "airflow_provider_deltalite/maintenance/changes.py",
-    "airflow_provider_deltalite/maintenance/commit_kinds.py",
-    "airflow_provider_deltalite/engine/log_segment.py",
-    "airflow_provider_deltalite/engine/storage/table_storage.py",
-    "airflow_provider_deltalite/engine/storage/s3.py",
-    "airflow_provider_deltalite/engine/storage/local.py",
-    "airflow_provider_deltalite/triggers/new_version.py",
+CODE_UNDER_TEST = (  # below airflow_provider_deltalite/
+    "maintenance/changes.py",
+    "maintenance/commit_kinds.py",
+    "engine/log_segment.py",
+    "engine/storage/table_storage.py",
+    "engine/storage/s3.py",
+    "engine/storage/local.py",
+    "triggers/new_version.py",
+    "triggers/new_data.py",
 )
-
-
-def optimize_compact() -> Any:
-    """benchmarks/optimize_compact.py as a module, for its machine description and ratio helper."""
-    spec = importlib.util.spec_from_file_location("optimize_compact", HERE / "optimize_compact.py")
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    assert spec is not None and spec.loader is not None
-    spec.loader.exec_module(module)
-    return module
-
-
-_OC = optimize_compact()
-machine_info, _ratio = _OC.machine_info, _OC._ratio
-
-
-def code_hashes() -> dict[str, str]:
-    out = {}
-    for rel in CODE_UNDER_TEST:
-        with contextlib.suppress(OSError):
-            out[rel] = hashlib.sha256((HERE.parent / rel).read_bytes()).hexdigest()[:12]
-    return out
 
 
 # -- tables ------------------------------------------------------------------------------------------------------
@@ -356,8 +336,7 @@ def evaluate(polls: dict[str, Any], latency: dict[str, dict[str, Any]], interval
     targets = []
 
     def add(name: str, value: float | None, limit: float) -> None:
-        verdict = "n/a" if value is None else ("PASS" if value <= limit else "FAIL")
-        targets.append({"target": f"{name} <= {limit:g}", "value": value, "verdict": verdict})
+        targets.append(h.target(name, value, float(f"{limit:g}")))
 
     for case in ("nothing new", "one new commit"):
         add(f"poll ({case}): 20,000 commits / 10 commits", polls[case]["ratio"], TARGET_POLL_RATIO)
@@ -387,9 +366,7 @@ def print_report(
             continue
         print(f"{consumer:<36} {r['interval_s']:>7.2f} s {r['n']:>3} {r['median_s']:>6.3f} s {r['max_s']:>6.3f} s")
     print("latency = seen by the consumer - commit file mtime (includes the commit's fsync)\n")
-    for t in targets:
-        value = "-" if t["value"] is None else f"{t['value']:.3f}"
-        print(f"  {t['verdict']:<4}  {t['target']:<58} {value}")
+    h.print_targets(targets, width=58, value_format="{:.3f}")
 
 
 def main() -> int:
@@ -403,7 +380,7 @@ def main() -> int:
     args = parser.parse_args()
 
     started = time.perf_counter()
-    code_start = code_hashes()
+    code_start = h.code_hashes(CODE_UNDER_TEST)
     CACHE.mkdir(parents=True, exist_ok=True)
     tables: dict[int, Path] = {}
     inputs: dict[str, Any] = {}
@@ -428,7 +405,7 @@ def main() -> int:
         shutil.rmtree(work, ignore_errors=True)
 
     targets = evaluate(polls, latency, args.interval)
-    code_end = code_hashes()
+    code_end = h.code_hashes(CODE_UNDER_TEST)
     changed = sorted(f for f in code_start.keys() | code_end.keys() if code_start.get(f) != code_end.get(f))
     if changed:
         print(f"\nWARNING: the code under test changed while the benchmark ran ({', '.join(changed)}); rerun")
@@ -443,18 +420,14 @@ def main() -> int:
         "targets": targets,
         "reps": args.reps,
         "interval_s": args.interval,
-        "machine": machine_info(),
+        "machine": h.machine_info(("pyarrow", "deltalake", "numpy", "apache-airflow")),
         "code_under_test": {"at_start": code_start, "at_end": code_end, "changed_files": changed},
         "input": inputs,
         "poll": polls,
         "latency": latency,
         "total_runtime_s": round(time.perf_counter() - started, 1),
     }
-    if not args.no_write:
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(json.dumps(report, indent=2) + "\n")
-        print(f"\nresults: {RESULTS}")
-    return 0 if all(t["verdict"] != "FAIL" for t in targets) else 2
+    return h.finish(report, targets, RESULTS, started, write=not args.no_write)
 
 
 if __name__ == "__main__":

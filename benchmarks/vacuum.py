@@ -26,11 +26,9 @@ Results: a printed table and benchmarks/results/vacuum.json.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import importlib
 import json
 import os
-import platform
 import re
 import shutil
 import statistics
@@ -41,6 +39,8 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any
+
+import _harness as h
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -186,28 +186,19 @@ def _s3_fsspec_options(endpoint: str) -> dict[str, Any]:
     }
 
 
-def _status_mb(key: str) -> float:
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith(key):
-                return int(line.split()[1]) / 1024
-    return 0.0
-
-
 def child_vacuum(engine: str, uri: str, dry_run: bool, endpoint: str | None) -> dict[str, Any]:
     import pyarrow as pa
 
     pa.array([0])  # pyarrow's one-time first use (it imports pandas) stays out of the timing, for both engines
     # imports stay out of the timing and the baseline
     importlib.import_module("airflow_provider_deltalite.maintenance.vacuum" if engine == "deltalite" else "deltalake")
-    baseline = _status_mb("VmRSS:")
+    baseline = h.rss_now_mb()
     # Reset the peak-RSS mark (Linux: clear_refs 5), so VmHWM afterwards is the peak of the run alone; importing
     # pyarrow's pandas integration peaks higher than either VACUUM, which hides it from ru_maxrss. No sampling thread:
     # it would compete for the GIL with deltalite's Python code, not with delta-rs' Rust.
-    with open("/proc/self/clear_refs", "w") as fh:
-        fh.write("5")
+    h.reset_peak_rss()
     result = _vacuum_once(engine, uri, dry_run, endpoint)
-    return {**result, "peak_rss_mb": _status_mb("VmHWM:"), "baseline_rss_mb": baseline}
+    return {**result, "peak_rss_mb": h.status_mb("VmHWM:"), "baseline_rss_mb": baseline}
 
 
 def _vacuum_once(engine: str, uri: str, dry_run: bool, endpoint: str | None) -> dict[str, Any]:
@@ -231,15 +222,6 @@ def _vacuum_once(engine: str, uri: str, dry_run: bool, endpoint: str | None) -> 
     return {"engine": engine, "dry_run": dry_run, "wall_s": wall, "files": count}
 
 
-def run_child(args: list[str]) -> dict[str, Any]:
-    cmd = [sys.executable, str(Path(__file__).resolve()), *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, cwd=REPO)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        raise SystemExit(f"child {args} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(lines[-1])
-
-
 # -- local part ---------------------------------------------------------------------------------------------------
 
 
@@ -256,7 +238,9 @@ def bench_local(template: Path, info: dict[str, Any], reps: int) -> dict[str, An
                 for dry in (True, False):
                     copy = Path(tmp) / f"{engine}-{rep}-{dry}"
                     link_copy(template, copy)
-                    r = run_child(["--child", engine, str(copy), "dry" if dry else "real"])
+                    r = h.run_child_or_exit(
+                        __file__, ["--child", engine, str(copy), "dry" if dry else "real"], CHILD_TIMEOUT_S
+                    )
                     if r["files"] != expected:
                         raise SystemExit(f"{engine} {'dry' if dry else 'real'} run found {r['files']}, not {expected}")
                     left = _data_files(copy)
@@ -340,7 +324,11 @@ def bench_s3(files: int) -> dict[str, Any]:
                     fs.rm([k for k in now if k not in objects])  # the commits and progress file deltalite wrote
                     fs.pipe({k: v for k, v in objects.items() if k not in now})
                     _, offset = _count(log, 0)
-                r = run_child(["--child-s3", engine, "s3://bench/t", "dry" if dry else "real", endpoint])
+                r = h.run_child_or_exit(
+                    __file__,
+                    ["--child-s3", engine, "s3://bench/t", "dry" if dry else "real", endpoint],
+                    CHILD_TIMEOUT_S,
+                )
                 counts, offset = _count(log, offset)
                 name = f"{engine} {'dry run' if dry else 'real run'}"
                 out["runs"][name] = {**r, "requests": counts}
@@ -386,15 +374,6 @@ def child_vacuum_s3(engine: str, uri: str, dry_run: bool, endpoint: str) -> dict
 
 
 # -- parent -------------------------------------------------------------------------------------------------------
-
-
-def _version(dist: str) -> str | None:
-    from importlib import metadata
-
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
 
 
 def main() -> int:
@@ -458,26 +437,13 @@ def main() -> int:
         )
     report = {
         "benchmark": "vacuum",
-        "machine": {
-            "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "cpu_count": os.cpu_count(),
-            "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()],
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "deltalake": _version("deltalake"),
-            "pyarrow": _version("pyarrow"),
-            "s3fs": _version("s3fs"),
-            "moto": _version("moto"),
-        },
+        "machine": h.machine_info(("deltalake", "pyarrow", "s3fs", "moto")),
         "table": {k: v for k, v in info.items() if k != "note"},
         "targets": {"wall_ratio_max": TARGET_RATIO},
         "local": local,
         "s3": s3,
-        "total_runtime_s": round(time.perf_counter() - started, 1),
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"\nresults written to {RESULTS.relative_to(REPO)} (total {report['total_runtime_s']}s)")
+    h.write_results(RESULTS, report, started)
     ok = local["pass"] and (s3 is None or (s3["no_per_file_head"] and s3["deletes_batched"]))
     return 0 if ok else 2
 

@@ -32,21 +32,18 @@ Results: printed table, and benchmarks/results/zorder_skipping.json.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import hashlib
 import json
 import os
-import platform
-import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+import _harness as h
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "zorder_skipping.json"
@@ -84,21 +81,6 @@ LAYOUTS = {
     "unclustered": "(e) unclustered (input of b, c, d)",
 }
 BUILT = ("zorder", "hilbert", "delta-rs")  # rebuilt on every run
-
-
-def zorder_speed() -> Any:
-    """benchmarks/zorder_speed.py as a module: its profiling helpers and ``code_under_test``."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("zorder_speed", HERE / "zorder_speed.py")
-    module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(module)
-    return module
-
-
-def _maxrss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
 # -- generation ----------------------------------------------------------------------------------------------
@@ -170,18 +152,16 @@ def generate_child(root: str) -> dict[str, Any]:
 
 def prepare_inputs(regenerate: bool) -> tuple[Path, dict[str, Any], str]:
     root = CACHE / f"zorder-skipping-f{GEN_FORMAT}-s{SEED}"
-    info_path = root / "info.json"
-    if info_path.exists() and not regenerate:
-        return root, json.loads(info_path.read_text()), "cached"
-    shutil.rmtree(root, ignore_errors=True)
-    root.mkdir(parents=True)
+    cached = h.cached_info(root, regenerate)
+    if cached is not None:
+        return root, cached, "cached"
     start = time.perf_counter()
-    gen, err = run_child(["--generate", str(root)])
+    gen, err = h.run_child(__file__, ["--generate", str(root)], CHILD_TIMEOUT_S)
     if gen is None:
         raise SystemExit(f"generating the tables failed: {err}")
     unclustered = root / "unclustered"
-    files = _data_files(unclustered)
-    if len(files) != N_FILES or len(_data_files(root / "global-sort")) != N_FILES:
+    files = h.data_files(unclustered)
+    if len(files) != N_FILES or len(h.data_files(root / "global-sort")) != N_FILES:
         raise SystemExit(f"generated tables do not have {N_FILES} files each")
     info = {
         "rows": N_ROWS,
@@ -191,12 +171,8 @@ def prepare_inputs(regenerate: bool) -> tuple[Path, dict[str, Any], str]:
         "queries": gen["queries"],
         "generated_in_s": round(time.perf_counter() - start, 1),
     }
-    info_path.write_text(json.dumps(info) + "\n")
+    (root / "info.json").write_text(json.dumps(info) + "\n")
     return root, info, f"generated in {info['generated_in_s']}s"
-
-
-def _data_files(table: Path) -> list[Path]:
-    return sorted(p for p in table.rglob("*.parquet") if "_delta_log" not in p.relative_to(table).parts)
 
 
 # -- children ------------------------------------------------------------------------------------------------
@@ -219,8 +195,7 @@ def cluster_child(kind: str, path: str, target_size: int, profile: bool) -> dict
         if profile:
             import cProfile
 
-            helpers = zorder_speed()
-            executor = helpers.ProfiledLocalExecutor(WORKERS)
+            executor = h.ProfiledLocalExecutor(WORKERS)
             prof = cProfile.Profile()
             prof.enable()
         start = time.perf_counter()
@@ -228,7 +203,7 @@ def cluster_child(kind: str, path: str, target_size: int, profile: bool) -> dict
         wall = time.perf_counter() - start
         if prof is not None:
             prof.disable()
-            helpers.print_profile(prof, executor.profiles, wall, f"deltalite {kind} (skipping table)")
+            h.print_profile(prof, executor.profiles, wall, f"deltalite {kind} (skipping table)")
         result.update(
             files_added=stats.num_files_added,
             files_removed=stats.num_files_removed,
@@ -253,7 +228,7 @@ def cluster_child(kind: str, path: str, target_size: int, profile: bool) -> dict
     else:
         raise SystemExit(f"unknown kind {kind}")
     cpu1 = os.times()
-    result.update(wall_s=wall, cpu_s=(cpu1.user - cpu0.user) + (cpu1.system - cpu0.system), peak_rss_mb=_maxrss_mb())
+    result.update(wall_s=wall, cpu_s=(cpu1.user - cpu0.user) + (cpu1.system - cpu0.system), peak_rss_mb=h.maxrss_mb())
     return result
 
 
@@ -321,19 +296,6 @@ def measure_child(path: str, expected: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def run_child(args: list[str]) -> tuple[dict[str, Any] | None, str]:
-    cmd = [sys.executable, str(Path(__file__).resolve()), *args]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, cwd=HERE.parent)
-    except subprocess.TimeoutExpired:
-        return None, f"timed out after {CHILD_TIMEOUT_S}s"
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        tail = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
-        return None, tail[-1] if tail else f"exit code {proc.returncode}"
-    return json.loads(lines[-1]), proc.stderr
-
-
 # -- parent --------------------------------------------------------------------------------------------------
 
 
@@ -359,17 +321,13 @@ def skipping(measured: dict[str, Any], qs: dict[str, list[int]]) -> dict[str, An
 
 
 def fresh_copy(src: Path, name: str) -> Path:
-    dest = WORK / name
-    shutil.rmtree(dest, ignore_errors=True)
-    WORK.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(src, dest)
-    return dest
+    return h.fresh_copy(src, WORK / name)
 
 
 def build(kind: str, unclustered: Path, target: int, profile: bool = False) -> tuple[dict[str, Any] | None, str, Path]:
     table = fresh_copy(unclustered, kind)
     args = ["--cluster", kind, str(table), str(target)] + (["--child-profile"] if profile else [])
-    res, err = run_child(args)
+    res, err = h.run_child(__file__, args, CHILD_TIMEOUT_S)
     return res, err, table
 
 
@@ -395,35 +353,11 @@ def calibrate_deltars(unclustered: Path, total: int, cache: Path) -> tuple[int, 
     return target, attempts
 
 
-def _version(dist: str) -> str | None:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def machine_info() -> dict[str, Any]:
-    mem_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return {
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "cpu_count": os.cpu_count(),
-        "memory_gb": round(mem_gb, 1),
-        "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()],
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "pyarrow": _version("pyarrow"),
-        "deltalake": _version("deltalake"),
-        "numpy": _version("numpy"),
-        "airflow_provider_deltalite": _version("airflow-provider-deltalite"),
-    }
-
-
 def evaluate(layouts: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     targets = []
 
     def add(name: str, value: float | None, limit: float, note: str = "") -> None:
-        verdict = "n/a" if value is None else ("PASS" if value >= limit else "FAIL")
-        targets.append({"target": f"{name} >= {limit}%", "value": value, "verdict": verdict, "note": note})
+        targets.append(h.target(name, value, limit, higher_is_better=True, note=note, unit="%"))
 
     def skip(layout: str) -> dict[str, Any] | None:
         return (layouts.get(layout) or {}).get("skipping")
@@ -440,14 +374,7 @@ def evaluate(layouts: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     )
     measured = [s for s in layouts.values() if s.get("measure")]
     identical = all(s["measure"]["identical"] and s["measure"]["stats_exact"] for s in measured) if measured else None
-    targets.append(
-        {
-            "target": "every layout holds the input rows, with exact stats",
-            "value": identical,
-            "verdict": "n/a" if identical is None else ("PASS" if identical else "FAIL"),
-            "note": "",
-        }
-    )
+    targets.append(h.check("every layout holds the input rows, with exact stats", identical))
     return targets
 
 
@@ -489,11 +416,7 @@ def print_table(layouts: dict[str, dict[str, Any]], targets: list[dict[str, Any]
         "54% on average."
     )
     print()
-    for t in targets:
-        value = t["value"]
-        shown = "-" if value is None else (("yes" if value else "no") if isinstance(value, bool) else f"{value:.1f}%")
-        note = f"  ({t['note']})" if t["note"] else ""
-        print(f"  {t['verdict']:<4}  {t['target']:<58} {shown}{note}")
+    h.print_targets(targets, width=58, value_format="{:.1f}%")
 
 
 def main() -> int:
@@ -519,7 +442,8 @@ def main() -> int:
         return 0
 
     t_start = time.perf_counter()
-    code_before = zorder_speed().code_under_test()
+    code_under_test = h.load_benchmark("zorder_speed").CODE_UNDER_TEST  # the same files
+    code_before = h.code_under_test(code_under_test)
     CACHE.mkdir(parents=True, exist_ok=True)
     root, info, note = prepare_inputs(args.regenerate)
     unclustered = root / "unclustered"
@@ -542,7 +466,7 @@ def main() -> int:
                 print(f"  {name:<12} rep {rep + 1}: ERROR {err}", flush=True)
                 continue
             res["load_average_1_5_15"] = [round(x, 2) for x in os.getloadavg()]
-            m, merr = run_child(["--measure", str(table), json.dumps(info["expected"])])
+            m, merr = h.run_child(__file__, ["--measure", str(table), json.dumps(info["expected"])], CHILD_TIMEOUT_S)
             if m is None:
                 layouts[name]["error"] = f"measuring failed: {merr}"
                 continue
@@ -568,7 +492,9 @@ def main() -> int:
             if name == "delta-rs":
                 layouts[name]["calibration"] = rs_attempts
     for name in ("global-sort", "unclustered"):
-        m, merr = run_child(["--measure", layouts[name]["path"], json.dumps(info["expected"])])
+        m, merr = h.run_child(
+            __file__, ["--measure", layouts[name]["path"], json.dumps(info["expected"])], CHILD_TIMEOUT_S
+        )
         if m is None:
             layouts[name]["error"] = f"measuring failed: {merr}"
         else:
@@ -599,7 +525,7 @@ def main() -> int:
         "target_size": {"deltalite": target, "delta-rs": rs_target},
         "targets": targets,
         "reps": args.reps,
-        "machine": machine_info(),
+        "machine": h.machine_info(),
         "code_under_test": code_before,
         "layouts": layouts,
         "profile": None,
@@ -608,21 +534,10 @@ def main() -> int:
     if args.profile:
         print("\n=== cProfile: deltalite Z-order (extra run, not in the timings) ===")
         res, err, _ = build("zorder", unclustered, target, profile=True)
-        text = err if res is not None else f"ERROR {err}"
-        print(text)
-        report["profile"] = text
+        report["profile"] = h.profile_output(res, err)
     shutil.rmtree(WORK, ignore_errors=True)
-    code_after = zorder_speed().code_under_test()
-    report["code_under_test"]["git_head_at_end"] = code_after["git_head"]
-    if code_after["sha256_16"] != code_before["sha256_16"]:
-        report["code_under_test_changed_during_run"] = code_after
-        print(f"\nWARNING: the code under test changed during the run: {code_before} -> {code_after}")
-    report["total_runtime_s"] = round(time.perf_counter() - t_start, 1)
-    if not args.no_write:
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(json.dumps(report, indent=2) + "\n")
-        print(f"\nresults written to {RESULTS.relative_to(HERE.parent)} (total {report['total_runtime_s']}s)")
-    return 0 if all(t["verdict"] != "FAIL" for t in targets) else 2
+    h.note_code_change(report, code_before, h.code_under_test(code_under_test))
+    return h.finish(report, targets, RESULTS, t_start, write=not args.no_write)
 
 
 if __name__ == "__main__":

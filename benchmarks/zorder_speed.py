@@ -32,30 +32,26 @@ Results: printed table, and benchmarks/results/zorder_speed.json.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import importlib.util
 import json
 import os
 import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+import _harness as h
+
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "zorder_speed.json"
 CACHE = Path(tempfile.gettempdir()) / "deltalite-bench"
 WORK = CACHE / "zorder-speed-work"
 
-MIB = 1024 * 1024
+MIB = h.MIB
 TARGET_SIZE = 64 * MIB
 COLUMNS = ["a", "b"]
 CHILD_TIMEOUT_S = 900
-SAMPLE_EVERY_S = 0.05
-
 TARGET_WALL_VS_DELTARS = 0.5
 TARGET_RSS_VS_DELTARS = 0.5
 
@@ -69,108 +65,23 @@ CONFIGS = {
 ONLY = {"local": ["local"], "spark": ["spark[2]"], "deltars": ["delta-rs", "delta-rs/snappy"]}
 
 
-def optimize_compact() -> Any:
-    """benchmarks/optimize_compact.py as a module: its table generator, row digest and /proc sampling helpers."""
-    spec = importlib.util.spec_from_file_location("optimize_compact", HERE / "optimize_compact.py")
-    module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(module)
-    return module
+# The OPTIMIZE benchmark's table generator, cache and row check (that module imports only the standard library and
+# the harness at load time).
+_OC = h.load_benchmark("optimize_compact")
 
 
-# Measurement helpers shared with the OPTIMIZE benchmark (that module imports only the standard library at load time).
-_OC = optimize_compact()
-_maxrss_mb, _rss_now_mb, _ratio, machine_info = _OC._maxrss_mb, _OC._rss_now_mb, _OC._ratio, _OC.machine_info
-
-
-CODE_UNDER_TEST = (
-    "airflow_provider_deltalite/maintenance/clustering/zorder.py",
-    "airflow_provider_deltalite/maintenance/clustering/runs.py",
-    "airflow_provider_deltalite/maintenance/clustering/curves.py",
-    "airflow_provider_deltalite/engine/rewrite.py",
-    "airflow_provider_deltalite/engine/data_files.py",
-    "airflow_provider_deltalite/maintenance/executor.py",
-    "airflow_provider_deltalite/executors/spark.py",
+CODE_UNDER_TEST = (  # below airflow_provider_deltalite/; zorder_skipping.py records the same files
+    "maintenance/clustering/zorder.py",
+    "maintenance/clustering/runs.py",
+    "maintenance/clustering/curves.py",
+    "engine/rewrite.py",
+    "engine/data_files.py",
+    "maintenance/executor.py",
+    "executors/spark.py",
 )
 
 
-def code_under_test() -> dict[str, Any]:
-    """The commit and the content hashes of the files under test (other work may change them during a run)."""
-    import hashlib
-
-    root = HERE.parent
-    commit = None
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=root, timeout=10
-        ).stdout.strip()
-    files = {}
-    for rel in CODE_UNDER_TEST:
-        with contextlib.suppress(OSError):
-            files[rel] = hashlib.sha256((root / rel).read_bytes()).hexdigest()[:16]
-    return {"git_head": commit, "sha256_16": files}
-
-
 # -- profiling (also used by zorder_skipping.py) -------------------------------------------------------------
-
-
-class ProfiledLocalExecutor:
-    """A LocalExecutor whose worker threads each run under their own cProfile (merged afterwards)."""
-
-    def __init__(self, workers: int) -> None:
-        import threading
-
-        from airflow_provider_deltalite.executors import LocalExecutor
-
-        self._inner = LocalExecutor(workers)
-        self.name = self._inner.name
-        self.profiles: list[Any] = []
-        self._lock = threading.Lock()
-
-    @property
-    def parallelism(self) -> int:
-        return self._inner.parallelism
-
-    def map(self, fn: Any, items: Any) -> Any:
-        import cProfile
-        import threading
-
-        def profiled(item: Any) -> Any:
-            if threading.current_thread() is threading.main_thread():
-                return fn(item)  # run inline (one item): the main thread's profiler sees it; do not displace it
-            prof = cProfile.Profile()
-            prof.enable()
-            try:
-                return fn(item)
-            finally:
-                prof.disable()
-                with self._lock:
-                    self.profiles.append(prof)
-
-        return self._inner.map(profiled, items)
-
-    def close(self) -> None:
-        self._inner.close()
-
-
-def print_profile(main_prof: Any, worker_profs: list[Any], wall: float, what: str) -> None:
-    import io
-    import pstats
-
-    merged = pstats.Stats(main_prof, stream=io.StringIO())
-    for prof in worker_profs:
-        merged.add(prof)
-    for key, n in (("cumulative", 30), ("tottime", 25)):
-        out = io.StringIO()
-        merged.stream = out
-        merged.sort_stats(key).print_stats(n)
-        text = out.getvalue()
-        print(
-            f"--- cProfile of {what} (main thread + {len(worker_profs)} tasks on worker threads, merged: times of "
-            f"worker functions are summed over threads), sorted by {key} (wall {wall:.2f}s) ---",
-            file=sys.stderr,
-        )
-        print(text[text.find("   ncalls") :], file=sys.stderr)
 
 
 # -- measured child ------------------------------------------------------------------------------------------
@@ -195,55 +106,35 @@ def child_run(kind: str, arg: str, path: str, profile: bool) -> dict[str, Any]:
             result["parallelism"] = executor.parallelism
             result["jvm_start_s"] = time.perf_counter() - t0
         elif profile:
-            executor = ProfiledLocalExecutor(int(arg))
+            executor = h.ProfiledLocalExecutor(int(arg))
         else:
             executor = LocalExecutor(int(arg))
-        result["baseline_rss_mb"] = _rss_now_mb()
-        cpu0 = os.times()
-        prof = None
-        if profile:
-            import cProfile
-
-            prof = cProfile.Profile()
-            prof.enable()
-        start = time.perf_counter()
-        stats = zorder(DeltaTable(path), COLUMNS, target_size=TARGET_SIZE, executor=executor)
-        wall = time.perf_counter() - start
-        if prof is not None:
-            prof.disable()
-        cpu1 = os.times()
-        result["peak_rss_mb"] = _maxrss_mb()
+        with h.Measured(profile) as run:
+            stats = zorder(DeltaTable(path), COLUMNS, target_size=TARGET_SIZE, executor=executor)
+        result.update(run.record)
         if kind == "spark":
             t1 = time.perf_counter()
             executor.close()
             result["close_s"] = time.perf_counter() - t1
         result.update(
-            wall_s=wall,
-            cpu_s=(cpu1.user - cpu0.user) + (cpu1.system - cpu0.system),
             files_removed=stats.num_files_removed,
             files_added=stats.num_files_added,
             committed_version=stats.committed_version,
             z_order_stats=stats.z_order_stats,
         )
         if profile:
-            print_profile(prof, executor.profiles, wall, "deltalite zorder local")
+            h.print_profile(run.profile, executor.profiles, run.wall_s, "deltalite zorder local")
     elif kind == "deltars":
         import deltalake
 
         tasks, _, codec = arg.partition(",")
         writer = deltalake.WriterProperties(compression=codec.upper()) if codec else None
-        result["baseline_rss_mb"] = _rss_now_mb()
-        cpu0 = os.times()
-        start = time.perf_counter()
-        metrics = deltalake.DeltaTable(path).optimize.z_order(
-            COLUMNS, target_size=TARGET_SIZE, max_concurrent_tasks=int(tasks), writer_properties=writer
-        )
-        wall = time.perf_counter() - start
-        cpu1 = os.times()
+        with h.Measured() as run:
+            metrics = deltalake.DeltaTable(path).optimize.z_order(
+                COLUMNS, target_size=TARGET_SIZE, max_concurrent_tasks=int(tasks), writer_properties=writer
+            )
         result.update(
-            wall_s=wall,
-            cpu_s=(cpu1.user - cpu0.user) + (cpu1.system - cpu0.system),
-            peak_rss_mb=_maxrss_mb(),
+            run.record,
             files_removed=metrics.get("numFilesRemoved"),
             files_added=metrics.get("numFilesAdded"),
             num_batches=metrics.get("numBatches"),
@@ -256,109 +147,21 @@ def child_run(kind: str, arg: str, path: str, profile: bool) -> dict[str, Any]:
 # -- parent: process-tree sampling ---------------------------------------------------------------------------
 
 
-def run_measured(oc: Any, args: list[str]) -> tuple[dict[str, Any] | None, str, dict[str, Any]]:
-    """Run one child of this script; sample its process tree (optimize_compact's /proc helpers)."""
-    cmd = [sys.executable, str(Path(__file__).resolve()), *args]
-    names: dict[int, str] = {}
-    cpu_seen: dict[int, float] = {}
-    peak = {"total": 0.0, "java": 0.0, "largest": 0.0}
-    busy0, _ = oc._machine_busy()
-    t0 = time.perf_counter()
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=HERE.parent)
-        killed = False
-        while True:
-            s = oc._sample([proc.pid, *oc._descendants(proc.pid)], names, cpu_seen)
-            peak = {k: max(peak[k], s[k]) for k in peak}
-            pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
-            if pid == proc.pid:
-                break
-            if time.perf_counter() - t0 > CHILD_TIMEOUT_S and not killed:
-                proc.kill()
-                killed = True
-            time.sleep(SAMPLE_EVERY_S)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        child_exit_s = time.perf_counter() - t0
-        # orphans (JVM, worker daemon) were re-parented to us: sample them until they exit, reap them for CPU time
-        orphan_cpu = 0.0
-        deadline = time.perf_counter() + 60
-        while True:
-            with contextlib.suppress(ChildProcessError):
-                while True:
-                    pid, _, ru = os.wait4(-1, os.WNOHANG)
-                    if pid == 0:
-                        break
-                    orphan_cpu += ru.ru_utime + ru.ru_stime
-            left = oc._descendants(os.getpid())
-            if not left:
-                break
-            s = oc._sample(left, names, cpu_seen)
-            peak = {k: max(peak[k], s[k]) for k in peak}
-            if time.perf_counter() > deadline:
-                for pid in left:  # descendants of the child we started, still alive after 60 s
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, 9)
-                deadline = float("inf")
-            time.sleep(SAMPLE_EVERY_S)
-        busy1, _ = oc._machine_busy()
-        out.seek(0)
-        err.seek(0)
-        stdout, stderr = out.read(), err.read()
-    tree_cpu = max(rusage.ru_utime + rusage.ru_stime + orphan_cpu, sum(cpu_seen.values()))
-    tree = {
-        "tree_peak_rss_mb": peak["total"],
-        "jvm_peak_rss_mb": peak["java"],
-        "largest_process_peak_rss_mb": peak["largest"],
-        "child_maxrss_mb": rusage.ru_maxrss / 1024,
-        "tree_cpu_s": tree_cpu,
-        "process_s": child_exit_s,
-        "others_cpu_s": max(0.0, (busy1 - busy0) - tree_cpu),
-        "process_names": sorted(set(names.values())),
-    }
-    lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
-    if killed:
-        return None, f"timed out after {CHILD_TIMEOUT_S}s", tree
-    if proc.returncode != 0 or not lines:
-        tail = [ln for ln in stderr.strip().splitlines() if ln.strip()]
-        return None, tail[-1] if tail else f"exit code {proc.returncode}", tree
-    return json.loads(lines[-1]), stderr, tree
-
-
-def run_plain(args: list[str]) -> tuple[dict[str, Any] | None, str]:
-    cmd = [sys.executable, str(Path(__file__).resolve()), *args]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, cwd=HERE.parent)
-    except subprocess.TimeoutExpired:
-        return None, f"timed out after {CHILD_TIMEOUT_S}s"
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        tail = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
-        return None, tail[-1] if tail else f"exit code {proc.returncode}"
-    return json.loads(lines[-1]), proc.stderr
-
-
 # -- parent: runs, summary, report ---------------------------------------------------------------------------
 
 
 def fresh_copy(pristine: Path) -> Path:
     shutil.rmtree(WORK, ignore_errors=True)
-    WORK.mkdir(parents=True)
-    table = WORK / "table"
-    shutil.copytree(pristine, table)  # real copies: Z-ORDER must not touch the pristine files
-    return table
+    return h.fresh_copy(pristine, WORK / "table")
 
 
-def _data_files(table: Path) -> list[Path]:
-    return sorted(p for p in table.rglob("*.parquet") if "_delta_log" not in p.relative_to(table).parts)
-
-
-def one_run(oc: Any, config: str, pristine: Path, expected: dict[str, Any], args: argparse.Namespace) -> dict:
+def one_run(config: str, pristine: Path, expected: dict[str, Any], args: argparse.Namespace) -> dict:
     kind, arg = CONFIGS[config]
-    busy, waited = oc.wait_for_quiet(args.max_busy, args.max_wait)
+    busy, waited = h.wait_for_quiet(args.max_busy, args.max_wait)
     load = [round(x, 2) for x in os.getloadavg()]
     table = fresh_copy(pristine)
-    before = set(_data_files(table))
-    res, err, tree = run_measured(oc, ["--child", kind, arg, str(table)])
+    before = set(h.data_files(table))
+    res, err, tree = h.run_measured(__file__, ["--child", kind, arg, str(table)], CHILD_TIMEOUT_S)
     run: dict[str, Any] = {
         "config": config,
         "busy_cores_before": round(busy, 2),
@@ -370,44 +173,12 @@ def one_run(oc: Any, config: str, pristine: Path, expected: dict[str, Any], args
         run["error"] = err
         return run
     run.update(res)
-    new = [p for p in _data_files(table) if p not in before]
+    new = [p for p in h.data_files(table) if p not in before]
     run["new_files"], run["new_bytes"] = len(new), sum(p.stat().st_size for p in new)
-    check, verr = run_plain(["--verify-delta", str(table), json.dumps(expected)])
+    check, verr = h.run_child(__file__, ["--verify-delta", str(table), json.dumps(expected)], CHILD_TIMEOUT_S)
     run["verify"] = check if check is not None else {"error": verr}
     run["identical"] = bool(check and check.get("identical"))
     return run
-
-
-def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    ok = [r for r in runs if "error" not in r]
-    errors = [r["error"] for r in runs if "error" in r]
-    if not ok:
-        return {"ok": False, "error": errors[0] if errors else "no run", "runs": runs}
-
-    def med(key: str) -> float | None:
-        vals = [r[key] for r in ok if r.get(key) is not None]
-        return statistics.median(vals) if vals else None
-
-    return {
-        "ok": not errors,
-        "error": errors[0] if errors else None,
-        "wall_s_median": med("wall_s"),
-        "wall_s_all": [round(r["wall_s"], 3) for r in ok],
-        "cpu_s_median": med("cpu_s"),
-        "tree_cpu_s_median": med("tree_cpu_s"),
-        "jvm_start_s_median": med("jvm_start_s"),
-        "peak_rss_mb_max": max(r["peak_rss_mb"] for r in ok),
-        "child_maxrss_mb_max": max(r["child_maxrss_mb"] for r in ok),
-        "tree_peak_rss_mb_max": max(r["tree_peak_rss_mb"] for r in ok),
-        "jvm_peak_rss_mb_max": max(r["jvm_peak_rss_mb"] for r in ok),
-        "baseline_rss_mb": med("baseline_rss_mb"),
-        "new_files": ok[0].get("new_files"),
-        "new_mb": ok[0].get("new_bytes", 0) / 1e6,
-        "others_cores_during_max": max(r.get("others_cores_during", 0.0) for r in ok),
-        "contended_runs_kept": sum(1 for r in ok if r.get("contended")),
-        "identical": all(r.get("identical") for r in runs),
-        "runs": runs,
-    }
 
 
 def evaluate(summary: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -419,20 +190,19 @@ def evaluate(summary: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     targets = []
 
     def add(name: str, value: float | None, limit: float, note: str = "") -> None:
-        verdict = "n/a" if value is None else ("PASS" if value <= limit else "FAIL")
-        targets.append({"target": f"{name} <= {limit}", "value": value, "verdict": verdict, "note": note})
+        targets.append(h.target(name, value, limit, note=note))
 
-    add("local wall / delta-rs wall", _ratio(get("local", "wall_s_median"), rs_wall), TARGET_WALL_VS_DELTARS)
-    add("local peak RSS / delta-rs peak RSS", _ratio(get("local", "peak_rss_mb_max"), rs_rss), TARGET_RSS_VS_DELTARS)
+    add("local wall / delta-rs wall", h.ratio(get("local", "wall_s_median"), rs_wall), TARGET_WALL_VS_DELTARS)
+    add("local peak RSS / delta-rs peak RSS", h.ratio(get("local", "peak_rss_mb_max"), rs_rss), TARGET_RSS_VS_DELTARS)
     add(
         "spark[2] wall / delta-rs wall",
-        _ratio(get("spark[2]", "wall_s_median"), rs_wall),
+        h.ratio(get("spark[2]", "wall_s_median"), rs_wall),
         TARGET_WALL_VS_DELTARS,
         note="zorder call only, JVM start excluded",
     )
     add(
         "spark[2] tree RSS / delta-rs peak RSS",
-        _ratio(get("spark[2]", "tree_peak_rss_mb_max"), rs_rss),
+        h.ratio(get("spark[2]", "tree_peak_rss_mb_max"), rs_rss),
         TARGET_RSS_VS_DELTARS,
         note="driver + JVM + Python workers",
     )
@@ -453,36 +223,15 @@ def evaluate(summary: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
 def print_table(summary: dict[str, dict[str, Any]], targets: list[dict[str, Any]], reps: int) -> None:
     rs = summary.get("delta-rs", {})
     rs_wall, rs_rss = rs.get("wall_s_median"), rs.get("peak_rss_mb_max")
-    wall_head = f"wall_s (median of {reps})"
-    head = (
-        f"{'engine':<16} {wall_head:<21} {'jvm_start_s':>11} {'cpu_s':>6}  {'peak_rss_MB':>11} {'tree_rss_MB':>11} "
-        f"{'jvm_rss_MB':>10}  {'files':>8} {'out_MB':>7}  {'wall/rs':>7} {'rss/rs':>6}  {'others':>6}  rows identical"
-    )
-    print(head)
-    print("-" * len(head))
-    for config in CONFIGS:
-        s = summary.get(config)
-        if s is None:
-            continue
-        if s.get("wall_s_median") is None:
-            print(f"{config:<16} ERROR: {s.get('error')}")
-            continue
-        spark = config.startswith("spark")
-        w = s["wall_s_median"]
-        jvm = f"{s['jvm_start_s_median']:.2f}" if s.get("jvm_start_s_median") is not None else "-"
-        cpu = s["tree_cpu_s_median"] if spark else s["cpu_s_median"]
-        rss_for_target = s["tree_peak_rss_mb_max"] if spark else s["peak_rss_mb_max"]
-        vs_wall = f"{w / rs_wall:.2f}" if rs_wall else "-"
-        vs_rss = f"{rss_for_target / rs_rss:.2f}" if rs_rss else "-"
-        jvm_rss = f"{s['jvm_peak_rss_mb_max']:.0f}" if spark else "-"
-        print(
-            f"{config:<16} {w:<21.2f} {jvm:>11} {cpu:>6.1f}  {s['peak_rss_mb_max']:>11.0f} "
-            f"{s['tree_peak_rss_mb_max']:>11.0f} {jvm_rss:>10}  {'400->' + str(s['new_files']):>8} "
-            f"{s['new_mb']:>7.1f}  {vs_wall:>7} {vs_rss:>6}  {s['others_cores_during_max']:>6.2f}  "
-            f"{'yes' if s['identical'] else 'no'}"
-        )
-        if s.get("error"):
-            print(f"{'':<16} note: {s['error']}")
+
+    def versus(config: str, s: dict[str, Any]) -> str:
+        # rss/rs compares the whole tree for spark (JVM and Python workers), the process alone otherwise
+        rss = s["tree_peak_rss_mb_max"] if config.startswith("spark") else s["peak_rss_mb_max"]
+        vs_wall = f"{s['wall_s_median'] / rs_wall:.2f}" if rs_wall else "-"
+        vs_rss = f"{rss / rs_rss:.2f}" if rs_rss else "-"
+        return f"{vs_wall:>7} {vs_rss:>6}"
+
+    h.print_engine_table(summary, CONFIGS, reps, 400, f"{'wall/rs':>7} {'rss/rs':>6}", versus)
     print(
         f"Z-order by (a, b), target_size {TARGET_SIZE // MIB} MiB, 2 workers/tasks for every engine. wall = open table "
         ".. commit (spark: the zorder call, JVM/session start apart).\n"
@@ -494,46 +243,14 @@ def print_table(summary: dict[str, dict[str, Any]], targets: list[dict[str, Any]
         "delta-rs writes zstd by default, deltalite snappy: delta-rs/snappy is shown for reference."
     )
     print()
-    for t in targets:
-        value = t["value"]
-        shown = "-" if value is None else (("yes" if value else "no") if isinstance(value, bool) else f"{value:.2f}")
-        note = f"  ({t['note']})" if t["note"] else ""
-        print(f"  {t['verdict']:<4}  {t['target']:<44} {shown}{note}")
-
-
-def _print_run(config: str, rep: int, r: dict[str, Any]) -> None:
-    if "error" in r:
-        status = f"ERROR {r['error']}"
-    else:
-        jvm = f" (+ jvm start {r['jvm_start_s']:.2f}s)" if "jvm_start_s" in r else ""
-        status = (
-            f"{r['wall_s']:.2f}s{jvm} cpu {r['tree_cpu_s']:.1f}s rss {r['peak_rss_mb']:.0f}MB "
-            f"tree {r['tree_peak_rss_mb']:.0f}MB -> {r.get('new_files')} files; "
-            f"rows identical: {'yes' if r['identical'] else 'no'}"
-        )
-    print(
-        f"  {config:<16} rep {rep + 1}: {status}   [load {r['load_average_1_5_15'][0]}, other work: "
-        f"{r['busy_cores_before']} cores before, {r['others_cores_during']:.2f} during]",
-        flush=True,
-    )
-    if r.get("verify") and not r.get("identical"):
-        print(f"            verify: {json.dumps(r['verify'])[:400]}")
+    h.print_targets(targets, width=44)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--only", action="append", choices=sorted(ONLY), help="run only these engines (repeatable)")
     parser.add_argument("--regenerate", action="store_true", help="rebuild the generated table (optimize_compact's)")
-    parser.add_argument("--profile", action="store_true", help="also cProfile one deltalite local run (not timed)")
-    parser.add_argument("--no-write", action="store_true", help="do not write the JSON results file")
-    parser.add_argument(
-        "--max-busy", type=float, default=0.5, help="before each run, wait until other work uses fewer cores"
-    )
-    parser.add_argument("--max-wait", type=float, default=60.0, help="longest wait for a quiet machine (s)")
-    parser.add_argument(
-        "--max-retries", type=int, default=3, help="run again when other work used more than --max-busy cores"
-    )
+    h.add_engine_args(parser, ONLY)
     parser.add_argument("--child", nargs=3, metavar=("KIND", "ARG", "PATH"), help=argparse.SUPPRESS)
     parser.add_argument("--child-profile", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--verify-delta", nargs=2, metavar=("PATH", "EXPECTED"), help=argparse.SUPPRESS)
@@ -547,9 +264,9 @@ def main() -> int:
         return 0
 
     t_start = time.perf_counter()
-    code_before = code_under_test()
+    code_before = h.code_under_test(CODE_UNDER_TEST)
     oc = _OC
-    subreaper = oc._become_subreaper()
+    subreaper = h.become_subreaper()
     CACHE.mkdir(parents=True, exist_ok=True)
     pristine, info, note = oc.prepare_table(args.regenerate)
     print(
@@ -560,20 +277,15 @@ def main() -> int:
     runs: dict[str, list[dict[str, Any]]] = {c: [] for c in configs}
     discarded: dict[str, list[dict[str, Any]]] = {c: [] for c in configs}
     for rep in range(args.reps):
-        order = configs[rep % len(configs) :] + configs[: rep % len(configs)]  # rotate against drift
-        for config in order:
-            for attempt in range(args.max_retries + 1):
-                r = one_run(oc, config, pristine, info["expected"], args)
-                r["attempt"] = attempt + 1
-                r["others_cores_during"] = r["others_cpu_s"] / r["process_s"] if r["process_s"] else 0.0
-                r["contended"] = r["others_cores_during"] > args.max_busy
-                _print_run(config, rep, r)
-                if not r["contended"] or "error" in r or attempt == args.max_retries:
-                    break
-                discarded[config].append(r)
-                print(f"            other work used {r['others_cores_during']:.2f} cores during the run: run again")
-            runs[config].append(r)
-    summary = {c: summarise(runs[c]) for c in configs}
+        for config in h.rotated(configs, rep):
+            kept, dropped = h.measure_until_quiet(
+                lambda config=config: one_run(config, pristine, info["expected"], args),
+                args,
+                lambda r, config=config, rep=rep: h.print_run(config, rep, r, width=16),
+            )
+            discarded[config].extend(dropped)
+            runs[config].append(kept)
+    summary = {c: h.summarise_runs(runs[c]) for c in configs}
     targets = evaluate(summary)
     print()
     print_table(summary, targets, args.reps)
@@ -587,7 +299,7 @@ def main() -> int:
         "columns": COLUMNS,
         "targets": targets,
         "reps": args.reps,
-        "machine": machine_info(),
+        "machine": h.machine_info(("pyarrow", "deltalake", "numpy", "pyspark", "pyspark-client"), java=True),
         "subreaper": subreaper,
         "code_under_test": code_before,
         "input": info,
@@ -599,22 +311,13 @@ def main() -> int:
     if args.profile:
         print("\n=== cProfile: deltalite local (extra run, not in the timings) ===")
         table = fresh_copy(pristine)
-        res, err, _ = run_measured(oc, ["--child", "local", "2", str(table), "--child-profile"])
-        text = err if res is not None else f"ERROR {err}"
-        print(text)
-        report["profile"] = text
+        res, err, _ = h.run_measured(
+            __file__, ["--child", "local", "2", str(table), "--child-profile"], CHILD_TIMEOUT_S
+        )
+        report["profile"] = h.profile_output(res, err)
     shutil.rmtree(WORK, ignore_errors=True)
-    code_after = code_under_test()
-    report["code_under_test"]["git_head_at_end"] = code_after["git_head"]
-    if code_after["sha256_16"] != code_before["sha256_16"]:
-        report["code_under_test_changed_during_run"] = code_after
-        print(f"\nWARNING: the code under test changed during the run: {code_before} -> {code_after}")
-    report["total_runtime_s"] = round(time.perf_counter() - t_start, 1)
-    if not args.no_write:
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(json.dumps(report, indent=2) + "\n")
-        print(f"\nresults written to {RESULTS.relative_to(HERE.parent)} (total {report['total_runtime_s']}s)")
-    return 0 if all(t["verdict"] != "FAIL" for t in targets) else 2
+    h.note_code_change(report, code_before, h.code_under_test(CODE_UNDER_TEST))
+    return h.finish(report, targets, RESULTS, t_start, write=not args.no_write)
 
 
 if __name__ == "__main__":

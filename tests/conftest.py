@@ -3,17 +3,63 @@
 - `s3_endpoint`: a `moto_server` S3 API (atomic conditional writes, as on S3: `tests/moto_server.py`), through s3fs.
 - `spark_local`: a `SparkExecutor` on local[2] (one JVM for the whole session: a process holds one SparkContext).
 - `spark_cluster`: a standalone Spark cluster (one master, two 1-core workers); tests drive it from subprocesses.
+
+Test tiers: `pytest_collection_modifyitems` marks each test `spark`, `airflow`, `s3` or `corpus` from the fixtures it
+uses and from where it lives (see `_needs`), so `-m "not spark and not airflow"` (`make test-fast`) runs without a JVM
+or Airflow. A missing corpus fails the run at once, naming the path, instead of skipping the tests that read it.
 """
 
 from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.helpers import CORPUS
 from tests.moto_server import start_moto_server, stop_moto_server
+
+TESTS = Path(__file__).resolve().parent
+
+# A test needs what its fixtures need (item.fixturenames holds the fixtures' own fixtures too).
+FIXTURE_MARKS = {
+    "spark_local": "spark",  # a JVM in this process
+    "spark_cluster": "spark",  # a standalone cluster: JVMs, spark-submit
+    "airflow_home": "airflow",
+    "s3_endpoint": "s3",
+}
+# Module globals through which a test module reads the corpus (tests.helpers, tests.conformance.corpus).
+CORPUS_GLOBALS = ("CORPUS", "copy_table", "corpus_tables")
+
+
+def _needs(item: pytest.Item) -> set[str]:
+    """The tiers ``item`` belongs to, besides the marks it carries itself (module `pytestmark`, decorators)."""
+    needs = {FIXTURE_MARKS[name] for name in item.fixturenames if name in FIXTURE_MARKS}
+    path = Path(str(item.path)).resolve()
+    if TESTS / "airflow" in path.parents:
+        needs.add("airflow")  # these modules import Airflow, or run it in subprocesses
+    module = getattr(item, "module", None)
+    if module is not None and any(hasattr(module, name) for name in CORPUS_GLOBALS):
+        needs.add("corpus")
+    return needs
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by these marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        for name in sorted(_needs(item) - {m.name for m in item.iter_markers()}):
+            item.add_marker(name)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """A selected test needs the corpus and it is not there: stop the run with one line, not hundreds of failures."""
+    if not CORPUS.is_dir() and any(item.get_closest_marker("corpus") for item in session.items):
+        raise pytest.UsageError(
+            f"the test corpus is missing: {CORPUS} is not a directory. Tests marked `corpus` read it; point "
+            "DELTALITE_CORPUS at it, or deselect them with -m 'not corpus'."
+        )
 
 
 def _free_port() -> int:
@@ -25,7 +71,6 @@ def _free_port() -> int:
 @pytest.fixture(scope="session")
 def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """Storage options for an s3fs client talking to a moto_server this session owns (`tests/moto_server.py`)."""
-    pytest.importorskip("s3fs")
     try:
         proc, options = start_moto_server(tmp_path_factory.mktemp("moto") / "moto.log")
     except RuntimeError as exc:

@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 from typing import IO, Any
 
+import deltalake
 import pyarrow as pa
 import pytest
 
@@ -20,8 +21,6 @@ from airflow_provider_deltalite import DeltaTable
 from airflow_provider_deltalite.cli import change_line
 from tests.helpers import cli_failure, run_cli, tree_state
 from tests.maintenance.test_changes import KINDS, _rows, append_ours, build_history
-
-deltalake = pytest.importorskip("deltalake")
 
 LINE_TIMEOUT_S = 20
 

@@ -13,12 +13,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import deltalake
 import pyarrow as pa
 import pytest
 
 from tests.helpers import CORPUS, cli_failure, run_cli, tree_state
-
-deltalake = pytest.importorskip("deltalake")
 
 ICEBERG = CORPUS / "delta-golden/table-with-icebegCompatV2Enabled"  # writer feature icebergCompatV2 (not writable)
 STATS_KEYS = {
@@ -151,6 +150,7 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.spark  # --executor spark against a closed port starts a JVM
 def test_bad_inputs_are_one_line_and_write_nothing(tmp_path: Path) -> None:
     path = _table(tmp_path / "t")
     state = tree_state(path)

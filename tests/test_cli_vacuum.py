@@ -10,12 +10,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import deltalake
 import pyarrow as pa
-import pytest
 
 from tests.helpers import CORPUS, cli_failure, copy_table, run_cli, tree_state
-
-deltalake = pytest.importorskip("deltalake")
 
 OLD_NS = (time.time_ns() - 30 * 24 * 3_600_000 * 1_000_000,) * 2
 ICEBERG = CORPUS / "delta-golden/table-with-icebegCompatV2Enabled"  # writer feature icebergCompatV2 (not writable)

@@ -7,12 +7,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import deltalake
 import pyarrow as pa
-import pytest
 
 from tests.helpers import cli_failure, run_cli, tree_state
-
-deltalake = pytest.importorskip("deltalake")
 
 
 def _run(*args: Any) -> subprocess.CompletedProcess:

@@ -13,6 +13,8 @@ import pytest
 
 from airflow_provider_deltalite.demo import airflow_env
 
+pytestmark = pytest.mark.airflow  # parses the DAGs in a real Airflow, in a subprocess
+
 EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "example_dags").glob("*.py"))
 
 # Parse each file with its own DagBag in one interpreter, counting connection lookups per file.

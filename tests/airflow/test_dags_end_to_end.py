@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+import deltalake
 import pyarrow as pa
 import pytest
 
@@ -32,8 +33,6 @@ from airflow_provider_deltalite.demo import (
 )
 from airflow_provider_deltalite.maintenance.optimize_stats import OptimizeStats, camel_case
 from airflow_provider_deltalite.maintenance.vacuum_stats import VacuumStats
-
-deltalake = pytest.importorskip("deltalake")
 
 pytestmark = pytest.mark.slow
 

@@ -18,6 +18,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+import deltalake
 import pyarrow as pa
 import pytest
 
@@ -35,8 +36,6 @@ from airflow_provider_deltalite.operators.spark_job import JOB_FILE, DeltaLiteJo
 from airflow_provider_deltalite.operators.vacuum import VacuumOperator
 from airflow_provider_deltalite.operators.zorder import ZOrderOperator, column_names
 from tests.moto_server import deltars_s3_options
-
-deltalake = pytest.importorskip("deltalake")
 
 OPTIMIZE_KEYS = {camel_case(f.name) for f in fields(OptimizeStats)} - {"plan"} | {"skippedReason"}
 VACUUM_KEYS = {camel_case(f.name) for f in fields(VacuumStats)} | {"skippedReason"}

@@ -11,7 +11,7 @@ from airflow_provider_deltalite.engine import TableNotFound, VersionNotFound
 from airflow_provider_deltalite.engine.scan import scan
 from tests.conformance.corpus import CORPUS, deltars_paths, normalise_path, read_expected, row_multiset
 
-pytestmark = [pytest.mark.s3, pytest.mark.skipif(not CORPUS.is_dir(), reason="corpus not found")]
+pytestmark = pytest.mark.s3
 
 TABLES = [
     "dat-historical/multi_partitioned/delta",  # escaped and unicode partition directories, null partitions

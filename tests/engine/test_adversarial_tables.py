@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
+import deltalake
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -42,8 +43,6 @@ from airflow_provider_deltalite.engine.features import ensure_writable
 from airflow_provider_deltalite.engine.scan import scan
 from airflow_provider_deltalite.maintenance.vacuum import vacuum
 from tests.helpers import cli_failure, tree_state
-
-deltalake = pytest.importorskip("deltalake")
 
 ROOT = Path(__file__).resolve().parents[2]
 T0 = 1_700_000_000_000

@@ -22,8 +22,6 @@ from airflow_provider_deltalite.engine.errors import (
 )
 from tests.helpers import CORPUS, copy_table, tree_state
 
-pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason="shared corpus not available")
-
 SMALL = "dat-historical/multi_partitioned/delta"  # commits 0..2, no checkpoint, 2 live files
 CHECKPOINTED = "delta-golden/125-iterator-bug"  # commits 0..11, checkpoint at 10
 LAST = "00000000000000000002.json"
@@ -61,7 +59,9 @@ def paths(snap) -> list[str]:
 
 @pytest.fixture(scope="module")
 def deltalake() -> Any:
-    return pytest.importorskip("deltalake")
+    import deltalake
+
+    return deltalake
 
 
 def oracle_paths(deltalake: Any, uri: Path) -> list[str]:

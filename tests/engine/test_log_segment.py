@@ -39,8 +39,6 @@ from airflow_provider_deltalite.engine.log_segment import (
 from airflow_provider_deltalite.engine.storage import FileInfo, Storage
 from tests.helpers import CORPUS, copy_table
 
-pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason="shared corpus not available")
-
 URI = "/data/tbl"
 UUID = "80a083e8-7026-4e79-81be-64bd76c43a11"
 CHECKPOINT_TABLES = ["delta-golden/125-iterator-bug", "delta-kernel-defaults/basic-with-checkpoint"]
@@ -86,7 +84,9 @@ def live_paths(uri: Path | str, version: int | None = None) -> list[str]:
 
 @pytest.fixture(scope="module")
 def deltalake() -> Any:
-    return pytest.importorskip("deltalake")
+    import deltalake
+
+    return deltalake
 
 
 def oracle_paths(deltalake: Any, uri: Path | str, version: int | None = None) -> list[str]:

@@ -186,7 +186,6 @@ def test_other_invalid_properties(key: str, value: str, why: str) -> None:
     assert "\n" not in message
 
 
-@pytest.mark.skipif(not CORPUS.is_dir(), reason="shared corpus not available")
 def test_snapshot_properties_from_a_real_table() -> None:
     snap = DeltaTable(str(CORPUS / "delta-golden/dv-partitioned-with-checkpoint")).snapshot()
     assert snap.properties.explicit == {"delta.enableDeletionVectors": "true"}

@@ -73,7 +73,9 @@ def test_checkpoint_projection_reads_stats_parsed_when_json_stats_are_all_null()
 
 @pytest.fixture(scope="module")
 def deltalake() -> Any:
-    return pytest.importorskip("deltalake")
+    import deltalake
+
+    return deltalake
 
 
 def _oracle_paths(deltalake: Any, path: Path, version: int | None = None) -> list[str]:

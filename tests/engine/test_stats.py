@@ -19,7 +19,6 @@ from airflow_provider_deltalite.engine.expressions import bind, may_match_stats,
 from airflow_provider_deltalite.engine.stats import parse_stats, stats_type
 from tests.helpers import CORPUS
 
-needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason="shared corpus not available")
 UTC = dt.UTC
 
 
@@ -593,13 +592,11 @@ def assert_stats_describe_data(table: Path, schema: pa.Schema, *, truncate_ms: b
     return checked
 
 
-@needs_corpus
 @pytest.mark.parametrize("name", ALL_TYPES_TABLES)
 def test_all_types_stats_match_the_data(name: str) -> None:
     assert assert_stats_describe_data(CORPUS / name, ALL_TYPES, truncate_ms=True) == 10
 
 
-@needs_corpus
 def test_all_types_stats_exact_values() -> None:
     table = CORPUS / "kernel-rs-golden/data-skipping-basic-stats-all-types-columnmapping-name/delta"
     adds = live_adds(table)
@@ -627,7 +624,6 @@ def test_all_types_stats_exact_values() -> None:
     }
 
 
-@needs_corpus
 def test_parsed_stats_table_matches_the_data() -> None:
     # the stats of this table describe a ts_col the data files do not hold
     assert (
@@ -638,7 +634,6 @@ def test_parsed_stats_table_matches_the_data() -> None:
     )
 
 
-@needs_corpus
 def test_nested_stats_from_a_databricks_log() -> None:
     table = CORPUS / "delta-rs/checkpoints"
     schema = pa.schema(
@@ -673,7 +668,8 @@ def test_nested_stats_from_a_databricks_log() -> None:
 
 def file_rows(table: Path, schema: pa.Schema) -> list[tuple[dict, pa.Table]]:
     """Live files as delta-rs lists them, each with its rows under logical names."""
-    deltalake = pytest.importorskip("deltalake")
+    import deltalake
+
     uris = {Path(u).resolve() for u in deltalake.DeltaTable(str(table)).file_uris()}
     adds = live_adds(table)
     assert {(table / a["path"]).resolve() for a in adds} == uris
@@ -732,7 +728,6 @@ ALL_TYPES_PREDICATES: list[tuple[str, pc.Expression, bool]] = [
 ]
 
 
-@needs_corpus
 @pytest.mark.parametrize("name", ALL_TYPES_TABLES[:2])
 def test_all_types_skipping_is_conservative_and_tight(name: str) -> None:
     predicates = [(text, oracle) for text, oracle, _ in ALL_TYPES_PREDICATES]
@@ -758,14 +753,12 @@ PARSED_STATS_PREDICATES: list[tuple[str, pc.Expression, list[bool]]] = [
 ]
 
 
-@needs_corpus
 def test_parsed_stats_skipping_is_conservative_and_tight() -> None:
     predicates = [(text, oracle) for text, oracle, _ in PARSED_STATS_PREDICATES]
     results = assert_conservative(CORPUS / "kernel-rs-data/parsed-stats", PARSED_STATS, predicates)
     assert results == [expected for _, _, expected in PARSED_STATS_PREDICATES]
 
 
-@needs_corpus
 @pytest.mark.parametrize(
     ("text", "dnf"),
     [
@@ -776,7 +769,8 @@ def test_parsed_stats_skipping_is_conservative_and_tight() -> None:
     ],
 )
 def test_parsed_stats_row_counts_agree_with_delta_rs(text: str, dnf: list) -> None:
-    deltalake = pytest.importorskip("deltalake")
+    import deltalake
+
     table = CORPUS / "kernel-rs-data/parsed-stats"
     expected = deltalake.DeltaTable(str(table)).to_pyarrow_table(filters=dnf, columns=["id"]).num_rows
     expr = bind(parse_expression(text), PARSED_STATS)
@@ -792,7 +786,8 @@ def test_parsed_stats_row_counts_agree_with_delta_rs(text: str, dnf: list) -> No
 
 
 def write_delta_rs_table(path: Path) -> pa.Schema:
-    deltalake = pytest.importorskip("deltalake")
+    import deltalake
+
     schema = pa.schema(
         [
             ("i", pa.int32()),

@@ -43,7 +43,9 @@ FAST = RetryPolicy(max_attempts=5, base_delay_s=0.0, max_delay_s=0.0)
 
 @pytest.fixture(scope="module")
 def deltalake() -> Any:
-    return pytest.importorskip("deltalake")
+    import deltalake
+
+    return deltalake
 
 
 def make_table(deltalake: Any, path: Path, commits: int = 2, properties: dict[str, str] | None = None) -> Path:

@@ -31,6 +31,8 @@ from tests.helpers import CORPUS, copy_table
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
+pytestmark = pytest.mark.spark  # most tests start a JVM themselves (SparkExecutor.start, the spark-submit job)
+
 REPO = Path(__file__).resolve().parents[2]
 
 # (version, live files, bytes) of the latest snapshot, as the corpus index lists them.

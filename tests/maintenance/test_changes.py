@@ -15,6 +15,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import deltalake
 import pyarrow as pa
 import pytest
 
@@ -34,8 +35,6 @@ from airflow_provider_deltalite.maintenance.changes import (
 from airflow_provider_deltalite.maintenance.commit_kinds import decode_operation_parameters
 from airflow_provider_deltalite.maintenance.vacuum import vacuum
 from tests.helpers import CORPUS, copy_table, tree_state
-
-deltalake = pytest.importorskip("deltalake")
 
 KINDS = [
     "data",  # 0 delta-rs creates the table with 2,000 rows
@@ -582,7 +581,8 @@ def test_missing_table(tmp_path: Path) -> None:
 
 @pytest.mark.s3
 def test_s3_lists_from_the_cursor(history: Path, s3_endpoint: dict[str, Any]) -> None:
-    s3fs = pytest.importorskip("s3fs")
+    import s3fs
+
     fs = s3fs.S3FileSystem(**s3_endpoint)
     fs.call_s3("create_bucket", Bucket="changes")
     fs.put(str(history) + "/", "changes/t/", recursive=True)

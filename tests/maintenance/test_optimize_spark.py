@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+import deltalake
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -18,8 +19,6 @@ from airflow_provider_deltalite.maintenance.optimize import optimize
 from tests.conformance.corpus import row_multiset
 from tests.executors.spark_cluster import spark_submit
 from tests.helpers import copy_table
-
-deltalake = pytest.importorskip("deltalake")
 
 DV_TABLE = "kernel-rs-golden/dv-partitioned-with-checkpoint/delta"  # deletion vectors, partitions, a checkpoint
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import deltalake
 import fsspec
 import pyarrow as pa
 import pytest
@@ -35,8 +36,6 @@ from airflow_provider_deltalite.maintenance.vacuum_lite import LAST_VACUUM_INFO_
 from airflow_provider_deltalite.maintenance.vacuum_paths import HiddenRule, normal_relative
 from tests.conformance.corpus import row_multiset
 from tests.helpers import CORPUS, copy_table, tree_state
-
-deltalake = pytest.importorskip("deltalake")
 
 WEEK_MS = 7 * 24 * 3_600_000
 OLD_NS = (time.time_ns() - 30 * 24 * 3_600_000 * 1_000_000,) * 2

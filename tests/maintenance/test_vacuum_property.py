@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 
+import deltalake
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -28,8 +29,6 @@ from tests.maintenance.vacuum_histories import (
     visible_files,
     write_history,
 )
-
-deltalake = pytest.importorskip("deltalake")
 
 
 @pytest.mark.slow

@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+import deltalake
 import pytest
+import s3fs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -36,8 +38,6 @@ from tests.maintenance.vacuum_histories import (
 )
 from tests.moto_server import deltars_s3_options
 
-deltalake = pytest.importorskip("deltalake")
-s3fs = pytest.importorskip("s3fs")
 pytestmark = pytest.mark.s3
 
 BUCKET = "vacuum"

@@ -9,6 +9,7 @@ import shutil
 import time
 from pathlib import Path
 
+import deltalake
 import pyarrow as pa
 import pytest
 
@@ -18,8 +19,6 @@ from airflow_provider_deltalite.executors.spark import SparkExecutor
 from airflow_provider_deltalite.jobs import spark_job
 from airflow_provider_deltalite.maintenance.vacuum import vacuum
 from tests.executors.spark_cluster import spark_submit
-
-deltalake = pytest.importorskip("deltalake")
 
 OLD_NS = (time.time_ns() - 30 * 24 * 3_600_000 * 1_000_000,) * 2
 RETAIN_NOTHING = {"retention_hours": 0, "enforce_retention_duration": False}

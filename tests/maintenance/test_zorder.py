@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import deltalake
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet
@@ -19,8 +20,6 @@ from airflow_provider_deltalite.executors import LocalExecutor
 from airflow_provider_deltalite.maintenance.clustering.zorder import zorder
 from tests.conformance.corpus import row_multiset
 from tests.helpers import copy_table, tree_state
-
-deltalake = pytest.importorskip("deltalake")
 
 FLOW_COLUMNS = ["sourceIP", "destIP", "sourcePort", "destPort"]
 

@@ -20,8 +20,6 @@ from tests.executors.spark_cluster import spark_submit
 from tests.helpers import copy_table
 from tests.maintenance.test_zorder import _flows, _rows
 
-pytest.importorskip("deltalake")
-
 
 def _written(path: Path, version: int) -> list[tuple[str, str, list[dict[str, Any]]]]:
     """Each file the commit added, in order of partition and stats: partition values, stats, and its rows in order."""

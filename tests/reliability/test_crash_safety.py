@@ -139,6 +139,8 @@ def _kills(report: dict[str, Any], executor: str) -> list[dict[str, Any]]:
     return [k for k in report["kills"] if k["scenario"]["executor"] == executor]
 
 
+@pytest.mark.spark  # `report` runs spark-submit and copies a corpus table
+@pytest.mark.corpus
 @pytest.mark.slow
 @pytest.mark.parametrize("index", range(len(NAMED)), ids=[f"{s.operation}-{s.kind}-{s.point}" for s, _, _ in NAMED])
 def test_a_kill_at_a_named_point_loses_nothing(report: dict[str, Any], index: int) -> None:
@@ -152,6 +154,8 @@ def test_a_kill_at_a_named_point_loses_nothing(report: dict[str, Any], index: in
     assert (kill["problems"], kill["corrupt"]) == ([], False)
 
 
+@pytest.mark.spark  # `report` runs spark-submit and copies a corpus table
+@pytest.mark.corpus
 @pytest.mark.slow
 def test_kills_at_random_delays_lose_nothing(report: dict[str, Any]) -> None:
     kills = _kills(report, "local")[len(NAMED) :]
@@ -167,6 +171,8 @@ def test_kills_at_random_delays_lose_nothing(report: dict[str, Any]) -> None:
         assert (kill["problems"], kill["corrupt"]) == ([], False)
 
 
+@pytest.mark.spark  # `report` runs spark-submit and copies a corpus table
+@pytest.mark.corpus
 @pytest.mark.slow
 @pytest.mark.parametrize("index", range(len(SPARK)), ids=[f"{s.operation}-{s.point}" for s, _, _ in SPARK])
 def test_killing_the_spark_jobs_driver_loses_nothing(report: dict[str, Any], index: int) -> None:
@@ -180,6 +186,8 @@ def test_killing_the_spark_jobs_driver_loses_nothing(report: dict[str, Any], ind
     assert (kill["problems"], kill["corrupt"]) == ([], False)
 
 
+@pytest.mark.spark  # `report` runs spark-submit and copies a corpus table
+@pytest.mark.corpus
 @pytest.mark.slow
 def test_the_summary_counts_every_kill(report: dict[str, Any]) -> None:
     totals = report["totals"]

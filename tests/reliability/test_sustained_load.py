@@ -32,9 +32,9 @@ SECONDS = float(os.environ.get("DELTALITE_SOAK_SECONDS", "45"))
 
 
 @pytest.mark.s3
+@pytest.mark.airflow  # the soak polls with a NewVersionSensor
 @pytest.mark.slow
 def test_sustained_load_loses_no_row_version_file_or_event(s3_endpoint: dict[str, Any], tmp_path: Path) -> None:
-    pytest.importorskip("deltalake")
     report = run_soak(s3_endpoint, SECONDS, tmp_path / "soak")
     print(summary_table(report))  # shown with -s or on failure
     c = report["counts"]
@@ -69,7 +69,6 @@ def test_the_checks_catch_a_lost_row_a_deleted_live_file_and_a_repeated_event(
     s3_endpoint: dict[str, Any], tmp_path: Path
 ) -> None:
     """The soak's checker on a real two-append table, with worker logs that break each invariant once."""
-    pytest.importorskip("deltalake")
     import s3fs
 
     bucket = f"soakcheck-{uuid.uuid4().hex[:8]}"
