@@ -12,20 +12,19 @@ import pyarrow.compute as pc
 
 from airflow_provider_deltalite.engine import actions as A
 from airflow_provider_deltalite.engine.arrow_util import contiguous
+from airflow_provider_deltalite.engine.checkpoint_reader import read_checkpoint
+from airflow_provider_deltalite.engine.commit_file import (
+    NonFileAction,
+    clean_commit_bytes,
+    find_non_file_actions,
+    parse_commit_file_actions,
+)
 from airflow_provider_deltalite.engine.errors import CheckpointUnreadable, CorruptLog
 from airflow_provider_deltalite.engine.features import ProtocolView, ensure_readable
 from airflow_provider_deltalite.engine.log_path import LogFileKind
 from airflow_provider_deltalite.engine.log_segment import LogSegment, build_log_segment, list_log, load_log_segment
 from airflow_provider_deltalite.engine.properties import TableProperties
-from airflow_provider_deltalite.engine.replay import (
-    NonFileAction,
-    _clean_commit_bytes,
-    find_non_file_actions,
-    latest_non_file_state,
-    parse_commit_file_actions,
-    read_checkpoint,
-    reconcile,
-)
+from airflow_provider_deltalite.engine.replay import latest_non_file_state, reconcile
 from airflow_provider_deltalite.engine.schema import (
     column_mapping_mode,
     delta_schema_to_arrow,
@@ -239,7 +238,7 @@ def read_commit_info(storage: Storage, version: int) -> dict[str, Any] | None:
 
 def commit_info_of(storage: Storage, version: int, data: bytes) -> dict[str, Any] | None:
     """The commitInfo action in the bytes of commit ``version``, or None."""
-    for action in find_non_file_actions([(version, _clean_commit_bytes(data))], storage.table_uri):
+    for action in find_non_file_actions([(version, clean_commit_bytes(data))], storage.table_uri):
         if action.name == A.COMMIT_INFO:
             return action.value
     return None
@@ -270,7 +269,7 @@ def replay_segment(storage: Storage, segment: LogSegment) -> TableState:
         raw = storage.read_many([c.path for c in segment.commits])
     except FileNotFoundError:
         raise CorruptLog("a commit file disappeared while reading the log", uri) from None
-    contents = [(c.version, _clean_commit_bytes(d)) for c, d in zip(segment.commits, raw, strict=True)]
+    contents = [(c.version, clean_commit_bytes(d)) for c, d in zip(segment.commits, raw, strict=True)]
     empty = [c.version for c, (_, d) in zip(segment.commits, contents, strict=True) if not d.strip()]
     if empty:
         raise CorruptLog(f"commit {empty[0]} is an empty file", uri)
