@@ -13,26 +13,23 @@ import pyarrow.compute as pc
 from airflow_provider_deltalite.engine import actions as A
 from airflow_provider_deltalite.engine.arrow_util import contiguous
 from airflow_provider_deltalite.engine.checkpoint_reader import read_checkpoint
+from airflow_provider_deltalite.engine.column_mapping import column_mapping_mode, physical_name
 from airflow_provider_deltalite.engine.commit_file import (
     NonFileAction,
     clean_commit_bytes,
     find_non_file_actions,
     parse_commit_file_actions,
 )
+from airflow_provider_deltalite.engine.conform import delta_schema_to_arrow
 from airflow_provider_deltalite.engine.errors import CheckpointUnreadable, CorruptLog
 from airflow_provider_deltalite.engine.features import ProtocolView, ensure_readable
 from airflow_provider_deltalite.engine.log_path import LogFileKind
 from airflow_provider_deltalite.engine.log_segment import LogSegment, build_log_segment, list_log, load_log_segment
+from airflow_provider_deltalite.engine.partition_values import parse_partition_values
 from airflow_provider_deltalite.engine.properties import TableProperties
 from airflow_provider_deltalite.engine.replay import latest_non_file_state, reconcile
-from airflow_provider_deltalite.engine.schema import (
-    column_mapping_mode,
-    delta_schema_to_arrow,
-    parse_partition_values,
-    parse_schema_string,
-    physical_name,
-)
-from airflow_provider_deltalite.engine.stats import parse_stats
+from airflow_provider_deltalite.engine.schema import parse_schema_string
+from airflow_provider_deltalite.engine.stats_parse import parse_stats
 from airflow_provider_deltalite.engine.storage import Storage
 
 _INTERNAL = ("_version", "_seq")

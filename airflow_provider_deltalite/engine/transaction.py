@@ -54,7 +54,7 @@ from airflow_provider_deltalite.engine.expressions import (
 from airflow_provider_deltalite.engine.features import ensure_writable
 from airflow_provider_deltalite.engine.log_path import LOG_DIR, LogFileKind, version_prefix
 from airflow_provider_deltalite.engine.log_segment import list_log
-from airflow_provider_deltalite.engine.schema import parse_partition_values
+from airflow_provider_deltalite.engine.partition_values import parse_partition_values
 from airflow_provider_deltalite.engine.snapshot import Snapshot, in_commit_timestamps_enabled, load_snapshot
 from airflow_provider_deltalite.engine.storage import Storage
 

@@ -117,7 +117,7 @@ def test_engine_imports_neither_airflow_nor_spark() -> None:
     code = (
         "import sys\n"
         "import airflow_provider_deltalite.engine as e\n"
-        "from airflow_provider_deltalite.engine import scan, snapshot, replay, stats, expressions\n"
+        "from airflow_provider_deltalite.engine import scan, snapshot, replay, stats_parse, expressions\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('airflow', 'pyspark', 'py4j'))\n"
         "print(','.join(bad))\n"
     )

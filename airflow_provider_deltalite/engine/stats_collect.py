@@ -17,7 +17,7 @@ writes), so a file OPTIMIZE rewrites gets the statistics Spark would have given 
   is larger than every number.
 - A leaf under a null struct counts as null. Output keys are physical names, nested like the schema.
 
-The reader side is `engine/stats.py`.
+The reader side is `engine/stats_parse.py`.
 """
 
 from __future__ import annotations
@@ -33,10 +33,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from airflow_provider_deltalite.engine.column_mapping import physical_name
 from airflow_provider_deltalite.engine.errors import InvalidTableProperty, SchemaError
 from airflow_provider_deltalite.engine.properties import TableProperties
-from airflow_provider_deltalite.engine.schema import parse_schema_string, physical_name
-from airflow_provider_deltalite.engine.stats import MAX_VALUES, MIN_VALUES, NULL_COUNT, NUM_RECORDS
+from airflow_provider_deltalite.engine.schema import parse_schema_string
+from airflow_provider_deltalite.engine.stats_parse import MAX_VALUES, MIN_VALUES, NULL_COUNT, NUM_RECORDS
 
 __all__ = ["StatsCollector"]
 

@@ -19,9 +19,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_provider_deltalite.engine import DeltaTable
+from airflow_provider_deltalite.engine.column_mapping import column_mapping_mode, physical_name
 from airflow_provider_deltalite.engine.errors import DeltaLiteError, InvalidTableProperty, SchemaError
-from airflow_provider_deltalite.engine.file_stats import StatsCollector
-from airflow_provider_deltalite.engine.schema import column_mapping_mode, parse_schema_string, physical_name
+from airflow_provider_deltalite.engine.schema import parse_schema_string
+from airflow_provider_deltalite.engine.stats_collect import StatsCollector
 from tests.helpers import CORPUS
 
 needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason="shared corpus not available")
