@@ -37,7 +37,15 @@ from airflow_provider_deltalite.engine.errors import InvalidTableProperty
 from airflow_provider_deltalite.engine.last_checkpoint import read_last_checkpoint_hint, write_last_checkpoint
 from airflow_provider_deltalite.engine.log_path import LOG_DIR, SIDECAR_DIR, version_prefix
 from airflow_provider_deltalite.engine.log_segment import complete_checkpoints, list_log
-from airflow_provider_deltalite.engine.properties import TableProperties
+from airflow_provider_deltalite.engine.properties import (
+    CHECKPOINT_INTERVAL,
+    CHECKPOINT_POLICY,
+    CHECKPOINT_WRITE_STATS_AS_JSON,
+    CHECKPOINT_WRITE_STATS_AS_STRUCT,
+    DELETED_FILE_RETENTION_DURATION,
+    SET_TRANSACTION_RETENTION_DURATION,
+    TableProperties,
+)
 from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.engine.stats_parse import parse_stats
 from airflow_provider_deltalite.engine.storage import Storage
@@ -51,12 +59,6 @@ __all__ = [
     "write_checkpoint",
 ]
 
-CHECKPOINT_INTERVAL = "delta.checkpointInterval"
-CHECKPOINT_POLICY = "delta.checkpointPolicy"
-DELETED_FILE_RETENTION = "delta.deletedFileRetentionDuration"
-SET_TRANSACTION_RETENTION = "delta.setTransactionRetentionDuration"
-WRITE_STATS_AS_JSON = "delta.checkpoint.writeStatsAsJson"
-WRITE_STATS_AS_STRUCT = "delta.checkpoint.writeStatsAsStruct"
 V2_CHECKPOINT_FEATURE = "v2Checkpoint"
 
 # The reference's `checkpoint.partSize` default for V2 sidecars: at most this many file actions per sidecar file.
@@ -153,11 +155,17 @@ def _options(snapshot: Snapshot, now_ms: int) -> _Options:
     props = snapshot.properties
     checkpoint_interval(props)  # a table whose checkpoint settings do not parse gets no checkpoint at all
     policy = checkpoint_policy(props, snapshot.table_uri)
-    json_stats = props.boolean(WRITE_STATS_AS_JSON)
+    json_stats = props.boolean(CHECKPOINT_WRITE_STATS_AS_JSON)
     # Only when set explicitly: PROTOCOL.md says the default is false (the reference's code says true).
-    struct_stats = WRITE_STATS_AS_STRUCT in props.explicit and props.boolean(WRITE_STATS_AS_STRUCT)
-    tombstone_cutoff = now_ms - props.interval_ms(DELETED_FILE_RETENTION)
-    txn_cutoff = now_ms - props.interval_ms(SET_TRANSACTION_RETENTION) if SET_TRANSACTION_RETENTION in props else None
+    struct_stats = CHECKPOINT_WRITE_STATS_AS_STRUCT in props.explicit and props.boolean(
+        CHECKPOINT_WRITE_STATS_AS_STRUCT
+    )
+    tombstone_cutoff = now_ms - props.interval_ms(DELETED_FILE_RETENTION_DURATION)
+    txn_cutoff = (
+        now_ms - props.interval_ms(SET_TRANSACTION_RETENTION_DURATION)
+        if SET_TRANSACTION_RETENTION_DURATION in props
+        else None
+    )
     v2_spec = snapshot.protocol.has_feature(V2_CHECKPOINT_FEATURE)
     return _Options(json_stats, struct_stats, v2_spec, v2_spec and policy == "v2", tombstone_cutoff, txn_cutoff)
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from airflow_provider_deltalite.engine.errors import InvalidTableProperty
-
-COLUMN_MAPPING_MODE_KEY = "delta.columnMapping.mode"
-PHYSICAL_NAME_KEY = "delta.columnMapping.physicalName"
-COLUMN_ID_KEY = "delta.columnMapping.id"
-NESTED_IDS_KEY = "delta.columnMapping.nested.ids"
+from airflow_provider_deltalite.engine.properties import (
+    COLUMN_MAPPING_ID,
+    COLUMN_MAPPING_MODE,
+    COLUMN_MAPPING_PHYSICAL_NAME,
+)
 
 
 def column_mapping_mode(configuration: Mapping[str, str]) -> str:
@@ -24,12 +24,12 @@ def column_mapping_mode(configuration: Mapping[str, str]) -> str:
     Raises:
         InvalidTableProperty: the property holds another value.
     """
-    value = dict(configuration or {}).get(COLUMN_MAPPING_MODE_KEY)
+    value = dict(configuration or {}).get(COLUMN_MAPPING_MODE)
     if value is None:
         return "none"
     mode = str(value).strip().lower()  # the reference implementation compares case-insensitively
     if mode not in ("none", "name", "id"):
-        raise InvalidTableProperty(f"{COLUMN_MAPPING_MODE_KEY} must be none, name or id, got {value!r}")
+        raise InvalidTableProperty(f"{COLUMN_MAPPING_MODE} must be none, name or id, got {value!r}")
     return mode
 
 
@@ -44,7 +44,7 @@ def physical_name(field: dict, mode: str) -> str:
         The `delta.columnMapping.physicalName` metadata when mode is not "none" and it is present, else the name.
     """
     if mode != "none":
-        name = (field.get("metadata") or {}).get(PHYSICAL_NAME_KEY)
+        name = (field.get("metadata") or {}).get(COLUMN_MAPPING_PHYSICAL_NAME)
         if isinstance(name, str) and name:
             return name
     return field["name"]
@@ -65,5 +65,5 @@ def physical_to_logical_names(schema: dict, mode: str) -> dict[str, str]:
 
 def column_mapping_id(field: dict) -> int | None:
     """The field's `delta.columnMapping.id`, or None when it has none."""
-    value = (field.get("metadata") or {}).get(COLUMN_ID_KEY)
+    value = (field.get("metadata") or {}).get(COLUMN_MAPPING_ID)
     return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -8,8 +8,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_provider_deltalite.engine.column_mapping import NESTED_IDS_KEY, column_mapping_id, physical_name
+from airflow_provider_deltalite.engine.column_mapping import column_mapping_id, physical_name
 from airflow_provider_deltalite.engine.errors import SchemaError
+from airflow_provider_deltalite.engine.properties import COLUMN_MAPPING_NESTED_IDS
 from airflow_provider_deltalite.engine.schema import (
     PRIMITIVES,
     UNSUPPORTED_TYPE,
@@ -69,7 +70,7 @@ def _arrow_field(field: dict, *, physical: bool, mode: str, path: str) -> pa.Fie
         if field_id is not None:
             metadata = {PARQUET_FIELD_ID: str(field_id).encode()}
         # Ids of list elements and map keys/values live on the enclosing field (icebergCompat writers need them).
-        nested_ids = (field.get("metadata") or {}).get(NESTED_IDS_KEY) or {}
+        nested_ids = (field.get("metadata") or {}).get(COLUMN_MAPPING_NESTED_IDS) or {}
         if not isinstance(nested_ids, Mapping):
             nested_ids = {}
     arrow_type = _arrow_type(field["type"], physical=physical, mode=mode, path=child_path, ids=(nested_ids, name))

@@ -34,7 +34,11 @@ from airflow_provider_deltalite.engine.log_segment import (
     earliest_version,
     list_log,
 )
-from airflow_provider_deltalite.engine.properties import TableProperties
+from airflow_provider_deltalite.engine.properties import (
+    ENABLE_EXPIRED_LOG_CLEANUP,
+    LOG_RETENTION_DURATION,
+    TableProperties,
+)
 from airflow_provider_deltalite.engine.snapshot import Snapshot, in_commit_timestamps_enabled, read_commit_info
 from airflow_provider_deltalite.engine.storage import FileInfo, Storage, is_temporary_name
 
@@ -46,8 +50,6 @@ __all__ = [
     "log_retention_ms",
 ]
 
-LOG_RETENTION = "delta.logRetentionDuration"
-ENABLE_EXPIRED_LOG_CLEANUP = "delta.enableExpiredLogCleanup"
 DAY_MS = 86_400_000
 # Unreferenced sidecars younger than this are kept: they may belong to a checkpoint still being written.
 SIDECAR_MIN_AGE_MS = DAY_MS
@@ -106,7 +108,7 @@ def log_retention_ms(properties: TableProperties) -> int:
     Raises:
         InvalidTableProperty: the value is not an interval.
     """
-    return properties.interval_ms(LOG_RETENTION)
+    return properties.interval_ms(LOG_RETENTION_DURATION)
 
 
 def expired_log_cleanup_enabled(properties: TableProperties) -> bool:

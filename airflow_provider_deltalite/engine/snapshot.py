@@ -26,7 +26,11 @@ from airflow_provider_deltalite.engine.features import ProtocolView, ensure_read
 from airflow_provider_deltalite.engine.log_path import LogFileKind
 from airflow_provider_deltalite.engine.log_segment import LogSegment, build_log_segment, list_log, load_log_segment
 from airflow_provider_deltalite.engine.partition_values import parse_partition_values
-from airflow_provider_deltalite.engine.properties import TableProperties
+from airflow_provider_deltalite.engine.properties import (
+    ENABLE_IN_COMMIT_TIMESTAMPS,
+    IN_COMMIT_TIMESTAMP_ENABLEMENT_VERSION,
+    TableProperties,
+)
 from airflow_provider_deltalite.engine.replay import latest_non_file_state, reconcile
 from airflow_provider_deltalite.engine.schema import parse_schema_string
 from airflow_provider_deltalite.engine.stats_parse import parse_stats
@@ -197,9 +201,9 @@ class Snapshot:
 
 def in_commit_timestamps_enabled(properties: TableProperties, version: int) -> bool:
     """Whether ``version`` carries an in-commit timestamp that defines its time."""
-    if not properties.boolean("delta.enableInCommitTimestamps"):
+    if not properties.boolean(ENABLE_IN_COMMIT_TIMESTAMPS):
         return False
-    since = properties.get("delta.inCommitTimestampEnablementVersion")
+    since = properties.get(IN_COMMIT_TIMESTAMP_ENABLEMENT_VERSION)
     return since is None or version >= int(since)
 
 
