@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 from airflow_provider_deltalite.engine import actions as A
 from airflow_provider_deltalite.engine.commit_file import clean_commit_bytes, commit_lines
 from airflow_provider_deltalite.engine.errors import CorruptLog, ProtocolNotSupported
+from airflow_provider_deltalite.engine.history import in_commit_timestamps_enabled, read_commit_info
 from airflow_provider_deltalite.engine.log_path import LOG_DIR, SIDECAR_DIR, LogFileKind
 from airflow_provider_deltalite.engine.log_segment import (
     CheckpointRef,
@@ -39,7 +40,7 @@ from airflow_provider_deltalite.engine.properties import (
     LOG_RETENTION_DURATION,
     TableProperties,
 )
-from airflow_provider_deltalite.engine.snapshot import Snapshot, in_commit_timestamps_enabled, read_commit_info
+from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.engine.storage import FileInfo, Storage, is_temporary_name
 
 __all__ = [

@@ -52,6 +52,7 @@ from airflow_provider_deltalite.engine.expressions import (
     parse_expression,
 )
 from airflow_provider_deltalite.engine.features import ensure_writable
+from airflow_provider_deltalite.engine.history import in_commit_timestamps_enabled
 from airflow_provider_deltalite.engine.log_path import LOG_DIR, LogFileKind, version_prefix
 from airflow_provider_deltalite.engine.log_segment import list_log
 from airflow_provider_deltalite.engine.partition_values import parse_partition_values
@@ -61,7 +62,7 @@ from airflow_provider_deltalite.engine.properties import (
     DELETED_FILE_RETENTION_DURATION,
     LOG_RETENTION_DURATION,
 )
-from airflow_provider_deltalite.engine.snapshot import Snapshot, in_commit_timestamps_enabled, load_snapshot
+from airflow_provider_deltalite.engine.snapshot import Snapshot, load_snapshot
 from airflow_provider_deltalite.engine.storage import Storage
 
 log = logging.getLogger(__name__)

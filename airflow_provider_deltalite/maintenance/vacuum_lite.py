@@ -22,9 +22,10 @@ from airflow_provider_deltalite.engine.commit_file import (
     parse_commit_file_actions,
 )
 from airflow_provider_deltalite.engine.errors import CorruptLog, VacuumRefused
+from airflow_provider_deltalite.engine.history import commit_info_of, in_commit_timestamps_enabled
 from airflow_provider_deltalite.engine.log_path import LOG_DIR, LogFileKind, commit_name
 from airflow_provider_deltalite.engine.log_segment import LogFile, list_log
-from airflow_provider_deltalite.engine.snapshot import Snapshot, commit_info_of, in_commit_timestamps_enabled
+from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.engine.storage import Storage
 from airflow_provider_deltalite.maintenance.vacuum_paths import dv_relative, log_path_relative
 
