@@ -1,4 +1,4 @@
-"""Action names and the Arrow shapes deltalite uses for file actions, in one place."""
+"""Action names and the Arrow shapes deltalite uses for actions (in commits and in checkpoints), in one place."""
 
 from __future__ import annotations
 
@@ -70,3 +70,47 @@ def json_read_schema(partition_columns: list[str]) -> pa.Schema:
     """The explicit schema for parsing commit files with pyarrow: only add and remove; everything else ignored."""
     ps = partition_struct(partition_columns)
     return pa.schema([pa.field(ADD, pa.struct(add_fields(ps))), pa.field(REMOVE, pa.struct(remove_fields(ps)))])
+
+
+# The Arrow shapes of non-file actions and removes in a checkpoint (field names and types as Spark writes them).
+
+_STRING_LIST = pa.list_(pa.string())
+TXN_TYPE = pa.struct([("appId", pa.string()), ("version", pa.int64()), ("lastUpdated", pa.int64())])
+PROTOCOL_TYPE = pa.struct(
+    [
+        ("minReaderVersion", pa.int32()),
+        ("minWriterVersion", pa.int32()),
+        ("readerFeatures", _STRING_LIST),
+        ("writerFeatures", _STRING_LIST),
+    ]
+)
+METADATA_TYPE = pa.struct(
+    [
+        ("id", pa.string()),
+        ("name", pa.string()),
+        ("description", pa.string()),
+        ("format", pa.struct([("provider", pa.string()), ("options", STRING_MAP)])),
+        ("schemaString", pa.string()),
+        ("partitionColumns", _STRING_LIST),
+        ("configuration", STRING_MAP),
+        ("createdTime", pa.int64()),
+    ]
+)
+DOMAIN_METADATA_TYPE = pa.struct([("domain", pa.string()), ("configuration", pa.string()), ("removed", pa.bool_())])
+CHECKPOINT_METADATA_TYPE = pa.struct([("version", pa.int64()), ("tags", STRING_MAP)])
+SIDECAR_TYPE = pa.struct(
+    [("path", pa.string()), ("sizeInBytes", pa.int64()), ("modificationTime", pa.int64()), ("tags", STRING_MAP)]
+)
+CHECKPOINT_REMOVE_TYPE = pa.struct(
+    [
+        ("path", pa.string()),
+        ("deletionTimestamp", pa.int64()),
+        ("dataChange", pa.bool_()),
+        ("extendedFileMetadata", pa.bool_()),
+        ("partitionValues", STRING_MAP),
+        ("size", pa.int64()),
+        ("deletionVector", DELETION_VECTOR),
+        ("baseRowId", pa.int64()),
+        ("defaultRowCommitVersion", pa.int64()),
+    ]
+)

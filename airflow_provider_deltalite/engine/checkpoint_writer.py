@@ -1,5 +1,7 @@
 """Writing checkpoints: classic single-file checkpoints, V2 checkpoints with sidecars, and `_last_checkpoint`.
 
+The `_last_checkpoint` file itself (reading, writing, checksum) is in `last_checkpoint`.
+
 A checkpoint holds the reconciled state of one version as Parquet, one action per row, in the column layout the
 reference implementation writes (`txn`, `add`, `remove`, `metaData`, `protocol`, `domainMetadata`, plus
 `checkpointMetadata` and `sidecar` for V2-spec checkpoints). The rules followed here are the reference's
@@ -15,17 +17,12 @@ reference implementation writes (`txn`, `add`, `remove`, `metaData`, `protocol`,
 
 from __future__ import annotations
 
-import hashlib
 import io
-import json
-import math
 import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
-from urllib.parse import quote
 
 import numpy as np
 import pyarrow as pa
@@ -34,14 +31,23 @@ import pyarrow.parquet as pq
 
 from airflow_provider_deltalite.engine import actions as A
 from airflow_provider_deltalite.engine.arrow_util import contiguous
+from airflow_provider_deltalite.engine.conform import delta_schema_to_arrow
 from airflow_provider_deltalite.engine.crash_points import crash_point
 from airflow_provider_deltalite.engine.errors import InvalidTableProperty
-from airflow_provider_deltalite.engine.log_path import LAST_CHECKPOINT, LOG_DIR, SIDECAR_DIR, version_prefix
-from airflow_provider_deltalite.engine.log_segment import complete_checkpoints, list_log, read_last_checkpoint_hint
-from airflow_provider_deltalite.engine.properties import TableProperties
-from airflow_provider_deltalite.engine.schema import delta_schema_to_arrow
+from airflow_provider_deltalite.engine.last_checkpoint import read_last_checkpoint_hint, write_last_checkpoint
+from airflow_provider_deltalite.engine.log_path import LOG_DIR, SIDECAR_DIR, version_prefix
+from airflow_provider_deltalite.engine.log_segment import complete_checkpoints, list_log
+from airflow_provider_deltalite.engine.properties import (
+    CHECKPOINT_INTERVAL,
+    CHECKPOINT_POLICY,
+    CHECKPOINT_WRITE_STATS_AS_JSON,
+    CHECKPOINT_WRITE_STATS_AS_STRUCT,
+    DELETED_FILE_RETENTION_DURATION,
+    SET_TRANSACTION_RETENTION_DURATION,
+    TableProperties,
+)
 from airflow_provider_deltalite.engine.snapshot import Snapshot
-from airflow_provider_deltalite.engine.stats import parse_stats
+from airflow_provider_deltalite.engine.stats_parse import parse_stats
 from airflow_provider_deltalite.engine.storage import Storage
 
 __all__ = [
@@ -49,64 +55,14 @@ __all__ = [
     "CheckpointInfo",
     "checkpoint_interval",
     "checkpoint_policy",
-    "last_checkpoint_checksum",
     "should_checkpoint",
     "write_checkpoint",
 ]
 
-CHECKPOINT_INTERVAL = "delta.checkpointInterval"
-CHECKPOINT_POLICY = "delta.checkpointPolicy"
-DELETED_FILE_RETENTION = "delta.deletedFileRetentionDuration"
-SET_TRANSACTION_RETENTION = "delta.setTransactionRetentionDuration"
-WRITE_STATS_AS_JSON = "delta.checkpoint.writeStatsAsJson"
-WRITE_STATS_AS_STRUCT = "delta.checkpoint.writeStatsAsStruct"
 V2_CHECKPOINT_FEATURE = "v2Checkpoint"
 
 # The reference's `checkpoint.partSize` default for V2 sidecars: at most this many file actions per sidecar file.
 SIDECAR_PART_SIZE = 50_000
-
-# -- the checkpoint's Arrow shapes (field names and types as Spark writes them) ---------------------------------
-
-_STRING_LIST = pa.list_(pa.string())
-TXN_TYPE = pa.struct([("appId", pa.string()), ("version", pa.int64()), ("lastUpdated", pa.int64())])
-PROTOCOL_TYPE = pa.struct(
-    [
-        ("minReaderVersion", pa.int32()),
-        ("minWriterVersion", pa.int32()),
-        ("readerFeatures", _STRING_LIST),
-        ("writerFeatures", _STRING_LIST),
-    ]
-)
-METADATA_TYPE = pa.struct(
-    [
-        ("id", pa.string()),
-        ("name", pa.string()),
-        ("description", pa.string()),
-        ("format", pa.struct([("provider", pa.string()), ("options", A.STRING_MAP)])),
-        ("schemaString", pa.string()),
-        ("partitionColumns", _STRING_LIST),
-        ("configuration", A.STRING_MAP),
-        ("createdTime", pa.int64()),
-    ]
-)
-DOMAIN_METADATA_TYPE = pa.struct([("domain", pa.string()), ("configuration", pa.string()), ("removed", pa.bool_())])
-CHECKPOINT_METADATA_TYPE = pa.struct([("version", pa.int64()), ("tags", A.STRING_MAP)])
-SIDECAR_TYPE = pa.struct(
-    [("path", pa.string()), ("sizeInBytes", pa.int64()), ("modificationTime", pa.int64()), ("tags", A.STRING_MAP)]
-)
-REMOVE_TYPE = pa.struct(
-    [
-        ("path", pa.string()),
-        ("deletionTimestamp", pa.int64()),
-        ("dataChange", pa.bool_()),
-        ("extendedFileMetadata", pa.bool_()),
-        ("partitionValues", A.STRING_MAP),
-        ("size", pa.int64()),
-        ("deletionVector", A.DELETION_VECTOR),
-        ("baseRowId", pa.int64()),
-        ("defaultRowCommitVersion", pa.int64()),
-    ]
-)
 
 
 @dataclass(frozen=True)
@@ -199,11 +155,17 @@ def _options(snapshot: Snapshot, now_ms: int) -> _Options:
     props = snapshot.properties
     checkpoint_interval(props)  # a table whose checkpoint settings do not parse gets no checkpoint at all
     policy = checkpoint_policy(props, snapshot.table_uri)
-    json_stats = props.boolean(WRITE_STATS_AS_JSON)
+    json_stats = props.boolean(CHECKPOINT_WRITE_STATS_AS_JSON)
     # Only when set explicitly: PROTOCOL.md says the default is false (the reference's code says true).
-    struct_stats = WRITE_STATS_AS_STRUCT in props.explicit and props.boolean(WRITE_STATS_AS_STRUCT)
-    tombstone_cutoff = now_ms - props.interval_ms(DELETED_FILE_RETENTION)
-    txn_cutoff = now_ms - props.interval_ms(SET_TRANSACTION_RETENTION) if SET_TRANSACTION_RETENTION in props else None
+    struct_stats = CHECKPOINT_WRITE_STATS_AS_STRUCT in props.explicit and props.boolean(
+        CHECKPOINT_WRITE_STATS_AS_STRUCT
+    )
+    tombstone_cutoff = now_ms - props.interval_ms(DELETED_FILE_RETENTION_DURATION)
+    txn_cutoff = (
+        now_ms - props.interval_ms(SET_TRANSACTION_RETENTION_DURATION)
+        if SET_TRANSACTION_RETENTION_DURATION in props
+        else None
+    )
     v2_spec = snapshot.protocol.has_feature(V2_CHECKPOINT_FEATURE)
     return _Options(json_stats, struct_stats, v2_spec, v2_spec and policy == "v2", tombstone_cutoff, txn_cutoff)
 
@@ -326,7 +288,7 @@ def _remove_column(snapshot: Snapshot, options: _Options) -> pa.StructArray:
         contiguous(tombstones.column("baseRowId")),
         contiguous(tombstones.column("defaultRowCommitVersion")),
     ]
-    return pa.StructArray.from_arrays(arrays, fields=list(REMOVE_TYPE))
+    return pa.StructArray.from_arrays(arrays, fields=list(A.CHECKPOINT_REMOVE_TYPE))
 
 
 def _string_map(value: Any) -> list[tuple[str, str | None]] | None:
@@ -382,13 +344,13 @@ def _non_file_rows(snapshot: Snapshot, options: _Options) -> list[tuple[str, pa.
             continue  # expired under delta.setTransactionRetentionDuration
         txns.append({"appId": txn.get("appId"), "version": _int(txn.get("version")), "lastUpdated": last_updated})
     rows = [
-        (A.PROTOCOL, pa.array([protocol], PROTOCOL_TYPE)),
-        (A.METADATA, pa.array([metadata], METADATA_TYPE)),
+        (A.PROTOCOL, pa.array([protocol], A.PROTOCOL_TYPE)),
+        (A.METADATA, pa.array([metadata], A.METADATA_TYPE)),
     ]
     if domains:
-        rows.append((A.DOMAIN_METADATA, pa.array(domains, DOMAIN_METADATA_TYPE)))
+        rows.append((A.DOMAIN_METADATA, pa.array(domains, A.DOMAIN_METADATA_TYPE)))
     if txns:
-        rows.append((A.TXN, pa.array(txns, TXN_TYPE)))
+        rows.append((A.TXN, pa.array(txns, A.TXN_TYPE)))
     return rows
 
 
@@ -457,19 +419,21 @@ def write_checkpoint(snapshot: Snapshot, *, now_ms: int | None = None) -> Checkp
     adds = _add_column(snapshot, options)
     removes = _remove_column(snapshot, options)
     non_file = _non_file_rows(snapshot, options)
-    file_fields = [pa.field(A.ADD, adds.type), pa.field(A.REMOVE, REMOVE_TYPE)]
-    top_fields = [pa.field(A.TXN, TXN_TYPE), *file_fields]
+    file_fields = [pa.field(A.ADD, adds.type), pa.field(A.REMOVE, A.CHECKPOINT_REMOVE_TYPE)]
+    top_fields = [pa.field(A.TXN, A.TXN_TYPE), *file_fields]
     top_fields += [
-        pa.field(A.METADATA, METADATA_TYPE),
-        pa.field(A.PROTOCOL, PROTOCOL_TYPE),
-        pa.field(A.DOMAIN_METADATA, DOMAIN_METADATA_TYPE),
+        pa.field(A.METADATA, A.METADATA_TYPE),
+        pa.field(A.PROTOCOL, A.PROTOCOL_TYPE),
+        pa.field(A.DOMAIN_METADATA, A.DOMAIN_METADATA_TYPE),
     ]
     if options.v2_spec:
-        top_fields += [pa.field(A.CHECKPOINT_METADATA, CHECKPOINT_METADATA_TYPE), pa.field(A.SIDECAR, SIDECAR_TYPE)]
+        top_fields += [pa.field(A.CHECKPOINT_METADATA, A.CHECKPOINT_METADATA_TYPE), pa.field(A.SIDECAR, A.SIDECAR_TYPE)]
     top_schema = pa.schema(top_fields)
     header: list[tuple[str, pa.Array]] = []
     if options.v2_spec:
-        header.append((A.CHECKPOINT_METADATA, pa.array([{"version": version, "tags": None}], CHECKPOINT_METADATA_TYPE)))
+        header.append(
+            (A.CHECKPOINT_METADATA, pa.array([{"version": version, "tags": None}], A.CHECKPOINT_METADATA_TYPE))
+        )
 
     written: list[str] = []
     if not options.use_sidecars:
@@ -497,7 +461,7 @@ def write_checkpoint(snapshot: Snapshot, *, now_ms: int | None = None) -> Checkp
             sidecar_bytes += len(data)
         parts = list(header)
         if sidecar_rows:
-            parts.append((A.SIDECAR, pa.array(sidecar_rows, SIDECAR_TYPE)))
+            parts.append((A.SIDECAR, pa.array(sidecar_rows, A.SIDECAR_TYPE)))
         table = _assemble(top_schema, [*parts, *non_file])
         data = _to_parquet(table)
         top_name = f"{version_prefix(version)}.checkpoint.{uuid.uuid4()}.parquet"
@@ -533,76 +497,5 @@ def _write_last_checkpoint(
         and hint["version"] in complete_checkpoints(list_log(storage, hint["version"]))
     ):
         return False  # a newer checkpoint exists; the pointer only ever moves forward
-    # version, size (and parts, never written here) come first: old readers split-read just those (reference order)
-    doc: dict[str, Any] = {"version": version, "size": size, "sizeInBytes": size_in_bytes, "numOfAddFiles": num_adds}
-    if v2 is not None:
-        doc["v2Checkpoint"] = v2
-    doc["checksum"] = last_checkpoint_checksum(doc)
-    storage.write(f"{LOG_DIR}/{LAST_CHECKPOINT}", json.dumps(doc, separators=(",", ":")).encode())
+    write_last_checkpoint(storage, version, size, size_in_bytes, num_adds, v2)
     return True
-
-
-# -- the `_last_checkpoint` checksum (PROTOCOL "JSON checksum") -------------------------------------------------------
-
-
-def _encode(text: str) -> str:
-    # Only a-z A-Z 0-9 - . _ ~ stay; every other UTF-8 octet becomes %XX in uppercase (quote's own rules, safe="").
-    return '"' + quote(text.encode("utf-8"), safe="-._~") + '"'
-
-
-def _java_double(value: float) -> str:
-    """A double as Jackson's `asText` (Java's Double.toString) prints it; `_last_checkpoint` normally holds none."""
-    if math.isnan(value) or math.isinf(value):
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    if value == 0 or 1e-3 <= abs(value) < 1e7:
-        return f"{value:.1f}" if value == int(value) else repr(value)
-    # computerized scientific notation with the shortest digits: 1.0E10, 1.5E-5
-    exact = Decimal(repr(value))
-    digits = "".join(map(str, exact.as_tuple().digits)).rstrip("0") or "0"
-    sign = "-" if value < 0 else ""
-    return f"{sign}{digits[0]}.{digits[1:] or '0'}E{exact.adjusted()}"
-
-
-def _canonical_pairs(node: Any, path: list[str], out: list[str]) -> None:
-    if isinstance(node, Mapping):
-        for key, value in node.items():
-            _canonical_pairs(value, [*path, _encode(str(key))], out)
-    elif isinstance(node, list | tuple):
-        for i, value in enumerate(node):
-            _canonical_pairs(value, [*path, str(i)], out)
-    else:
-        if node is None:
-            text = "null"
-        elif isinstance(node, bool):
-            text = "true" if node else "false"
-        elif isinstance(node, int):
-            text = str(node)
-        elif isinstance(node, float):
-            text = _java_double(node)
-        else:
-            text = _encode(str(node))
-        out.append(f"{'+'.join(path)}={text}")
-
-
-def last_checkpoint_checksum(document: Mapping[str, Any]) -> str:
-    """The MD5 `checksum` of a `_last_checkpoint` document, as PROTOCOL.md ("JSON checksum") defines it.
-
-    Every leaf becomes ``path=value``: path segments are the URL-encoded, quoted key names (array positions as bare
-    numbers) joined by ``+``; strings are URL-encoded and quoted, literals and numbers stay as they are. The pairs are
-    sorted and joined by ``,`` (the top-level ``checksum`` key is left out) and the MD5 hex digest of that text is the
-    checksum. Pairs are sorted as whole ``path=value`` strings, which is what the reference implementation does; for
-    the documents written here that is the same as the protocol's sort by path. Empty objects and arrays contribute
-    nothing.
-
-    Example:
-        >>> last_checkpoint_checksum({"k0": "'v 0'", "checksum": "x", "k1": {"k2": 2, "k3": ["v3", [1, 2],
-        ...     {"k4": "v4", "k5": ["v5", "v6", "v7"]}]}})
-        '6a92d155a59bf2eecbd4b4ec7fd1f875'
-    """
-    pairs: list[str] = []
-    for key, value in document.items():
-        if key == "checksum":
-            continue
-        _canonical_pairs(value, [_encode(str(key))], pairs)
-    pairs.sort()
-    return hashlib.md5(",".join(pairs).encode("utf-8")).hexdigest()

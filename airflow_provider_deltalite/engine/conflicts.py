@@ -18,19 +18,18 @@ Files are compared by path (resolved, so relative and absolute spellings agree),
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_deltalite.engine import actions as A
+from airflow_provider_deltalite.engine.commit_file import clean_commit_bytes, commit_lines
 from airflow_provider_deltalite.engine.commit_info import SNAPSHOT_ISOLATION
 from airflow_provider_deltalite.engine.errors import (
     ConcurrentAppend,
     ConcurrentDeleteDelete,
     ConcurrentDeleteRead,
     ConcurrentTransaction,
-    CorruptLog,
     MetadataChanged,
     ProtocolChanged,
 )
@@ -92,24 +91,18 @@ class WinningCommit:
 
 
 def parse_winning_commit(version: int, data: bytes, table_uri: str | None) -> WinningCommit:
-    """Parse a whole commit file into the parts conflict checking needs."""
+    """Parse a whole commit file into the parts conflict checking needs.
+
+    Raises:
+        CorruptLog: a line is not valid JSON or not a JSON object (see `commit_file`).
+    """
     commit_info = None
     adds: list[dict] = []
     removes: list[dict] = []
     protocol = metadata = None
     app_ids: set[str] = set()
     domains: set[str] = set()
-    for line in data.splitlines():
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            raise CorruptLog(f"commit {version} has a line that is not valid JSON", table_uri) from None
-        except RecursionError:  # Python's parser gives up on deep nesting; no writer nests actions that deep
-            raise CorruptLog(f"commit {version} has a line of JSON nested too deeply to read", table_uri) from None
-        if not isinstance(obj, dict):
-            continue
+    for _line_no, obj in commit_lines(version, clean_commit_bytes(data), table_uri):
         for name, value in obj.items():
             if not isinstance(value, dict):
                 continue

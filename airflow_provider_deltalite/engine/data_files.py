@@ -10,9 +10,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from airflow_provider_deltalite.engine.conform import delta_schema_to_arrow, file_columns, to_logical
 from airflow_provider_deltalite.engine.deletion_vectors import read_deletion_vector
 from airflow_provider_deltalite.engine.errors import DeltaLiteError, StorageError
-from airflow_provider_deltalite.engine.schema import delta_schema_to_arrow, file_columns, to_logical
 from airflow_provider_deltalite.engine.storage import Storage
 
 # Rows per decoded batch when streaming: large enough that per-batch overhead vanishes, small enough that a few

@@ -14,7 +14,6 @@ log file has expired: readers ignore them, but nothing else would ever remove th
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,7 +24,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_provider_deltalite.engine import actions as A
-from airflow_provider_deltalite.engine.errors import ProtocolNotSupported
+from airflow_provider_deltalite.engine.commit_file import clean_commit_bytes, commit_lines
+from airflow_provider_deltalite.engine.errors import CorruptLog, ProtocolNotSupported
+from airflow_provider_deltalite.engine.history import in_commit_timestamps_enabled, read_commit_info
 from airflow_provider_deltalite.engine.log_path import LOG_DIR, SIDECAR_DIR, LogFileKind
 from airflow_provider_deltalite.engine.log_segment import (
     CheckpointRef,
@@ -34,8 +35,12 @@ from airflow_provider_deltalite.engine.log_segment import (
     earliest_version,
     list_log,
 )
-from airflow_provider_deltalite.engine.properties import TableProperties
-from airflow_provider_deltalite.engine.snapshot import Snapshot, in_commit_timestamps_enabled, read_commit_info
+from airflow_provider_deltalite.engine.properties import (
+    ENABLE_EXPIRED_LOG_CLEANUP,
+    LOG_RETENTION_DURATION,
+    TableProperties,
+)
+from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.engine.storage import FileInfo, Storage, is_temporary_name
 
 __all__ = [
@@ -46,8 +51,6 @@ __all__ = [
     "log_retention_ms",
 ]
 
-LOG_RETENTION = "delta.logRetentionDuration"
-ENABLE_EXPIRED_LOG_CLEANUP = "delta.enableExpiredLogCleanup"
 DAY_MS = 86_400_000
 # Unreferenced sidecars younger than this are kept: they may belong to a checkpoint still being written.
 SIDECAR_MIN_AGE_MS = DAY_MS
@@ -106,7 +109,7 @@ def log_retention_ms(properties: TableProperties) -> int:
     Raises:
         InvalidTableProperty: the value is not an interval.
     """
-    return properties.interval_ms(LOG_RETENTION)
+    return properties.interval_ms(LOG_RETENTION_DURATION)
 
 
 def expired_log_cleanup_enabled(properties: TableProperties) -> bool:
@@ -264,16 +267,15 @@ def _list_sidecars(storage: Storage) -> list[FileInfo]:
 def _sidecar_refs(storage: Storage, f: LogFile) -> set[str]:
     """File names of the sidecars a checkpoint file references (V2 checkpoints, classic-named ones included).
 
-    Reading parses the whole JSON file, or the Parquet footer, so a damaged file raises here.
+    Reading parses the whole JSON file (with the commit parser), or the Parquet footer, so a damaged file raises
+    here.
     """
     names: set[str] = set()
     paths: list[Any] = []
     if f.parsed.file_format == "json":
-        for line in storage.read(f.path).splitlines():
-            if line.strip():
-                action = json.loads(line)
-                if isinstance(action, dict) and isinstance(action.get(A.SIDECAR), dict):
-                    paths.append(action[A.SIDECAR].get("path"))
+        for _line_no, action in commit_lines(f.version, clean_commit_bytes(storage.read(f.path)), storage.table_uri):
+            if isinstance(action.get(A.SIDECAR), dict):
+                paths.append(action[A.SIDECAR].get("path"))
     else:
         with storage.open_input(f.path) as fh:
             pf = pq.ParquetFile(fh)
@@ -291,7 +293,7 @@ def _intact(storage: Storage, ref: CheckpointRef, sidecar_names: set[str]) -> bo
     """Whether every file of a checkpoint is present and parses, and every sidecar it names exists."""
     try:
         return all(_sidecar_refs(storage, f) <= sidecar_names for f in ref.files)
-    except (FileNotFoundError, pa.ArrowException, OSError, ValueError, RecursionError):
+    except (FileNotFoundError, CorruptLog, pa.ArrowException, OSError, ValueError, RecursionError):
         return False
 
 
@@ -308,6 +310,6 @@ def _stale_sidecars(
             continue  # multi-part (V1) checkpoints cannot reference sidecars
         try:
             referenced |= _sidecar_refs(storage, f)
-        except (FileNotFoundError, pa.ArrowException, OSError, ValueError, RecursionError):
+        except (FileNotFoundError, CorruptLog, pa.ArrowException, OSError, ValueError, RecursionError):
             return []  # a checkpoint we cannot read might name any of them: keep them all
     return [f"{LOG_DIR}/{SIDECAR_DIR}/{s.name}" for s in old if s.name not in referenced]

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from airflow_provider_deltalite.engine.errors import CorruptLog, TableNotFound, VersionNotFound
+from airflow_provider_deltalite.engine.last_checkpoint import read_last_checkpoint_hint
 from airflow_provider_deltalite.engine.log_path import (
-    LAST_CHECKPOINT,
     LOG_DIR,
     LogFileKind,
     ParsedLogPath,
@@ -66,20 +64,6 @@ class LogSegment:
     @property
     def commit_versions(self) -> list[int]:
         return [c.version for c in self.commits]
-
-
-def read_last_checkpoint_hint(storage: Storage) -> dict[str, Any] | None:
-    """The `_last_checkpoint` JSON, or None when it is missing or unreadable (it is only ever a hint)."""
-    try:
-        raw = storage.read(f"{LOG_DIR}/{LAST_CHECKPOINT}")
-        hint = json.loads(raw)
-    except FileNotFoundError:
-        return None
-    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested too deeply to parse
-        return None
-    if not isinstance(hint, dict) or not isinstance(hint.get("version"), int) or hint["version"] < 0:
-        return None
-    return hint
 
 
 def list_log(storage: Storage, start_version: int = 0) -> list[LogFile]:

@@ -7,24 +7,53 @@ from collections.abc import Mapping
 
 from airflow_provider_deltalite.engine.errors import InvalidTableProperty
 
+# Table property keys (`metaData.configuration`).
+APPEND_ONLY = "delta.appendOnly"
+CHECKPOINT_INTERVAL = "delta.checkpointInterval"
+CHECKPOINT_POLICY = "delta.checkpointPolicy"
+CHECKPOINT_RETENTION_DURATION = "delta.checkpointRetentionDuration"
+CHECKPOINT_WRITE_STATS_AS_JSON = "delta.checkpoint.writeStatsAsJson"
+CHECKPOINT_WRITE_STATS_AS_STRUCT = "delta.checkpoint.writeStatsAsStruct"
+COLUMN_MAPPING_MODE = "delta.columnMapping.mode"
+DATA_SKIPPING_NUM_INDEXED_COLS = "delta.dataSkippingNumIndexedCols"
+DATA_SKIPPING_STATS_COLUMNS = "delta.dataSkippingStatsColumns"
+DATA_SKIPPING_STRING_PREFIX_LENGTH = "delta.dataSkippingStringPrefixLength"
+DELETED_FILE_RETENTION_DURATION = "delta.deletedFileRetentionDuration"
+ENABLE_CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
+ENABLE_DELETION_VECTORS = "delta.enableDeletionVectors"
+ENABLE_EXPIRED_LOG_CLEANUP = "delta.enableExpiredLogCleanup"
+ENABLE_IN_COMMIT_TIMESTAMPS = "delta.enableInCommitTimestamps"
+ENABLE_ROW_TRACKING = "delta.enableRowTracking"
+IN_COMMIT_TIMESTAMP_ENABLEMENT_VERSION = "delta.inCommitTimestampEnablementVersion"
+ISOLATION_LEVEL = "delta.isolationLevel"
+LOG_RETENTION_DURATION = "delta.logRetentionDuration"
+SET_TRANSACTION_RETENTION_DURATION = "delta.setTransactionRetentionDuration"
+TARGET_FILE_SIZE = "delta.targetFileSize"
+UNIVERSAL_FORMAT_ENABLED_FORMATS = "delta.universalFormat.enabledFormats"
+
+# Keys of a schema field's `metadata` (column mapping); not table properties.
+COLUMN_MAPPING_PHYSICAL_NAME = "delta.columnMapping.physicalName"
+COLUMN_MAPPING_ID = "delta.columnMapping.id"
+COLUMN_MAPPING_NESTED_IDS = "delta.columnMapping.nested.ids"
+
 # Defaults as the reference implementation's DeltaConfig defines them.
 DEFAULTS: dict[str, str] = {
-    "delta.appendOnly": "false",
-    "delta.checkpointInterval": "10",
-    "delta.deletedFileRetentionDuration": "interval 1 week",
-    "delta.logRetentionDuration": "interval 30 days",
-    "delta.checkpointRetentionDuration": "interval 2 days",
-    "delta.enableExpiredLogCleanup": "true",
-    "delta.checkpoint.writeStatsAsJson": "true",
-    "delta.checkpoint.writeStatsAsStruct": "true",
-    "delta.checkpointPolicy": "classic",
-    "delta.dataSkippingNumIndexedCols": "32",
-    "delta.enableDeletionVectors": "false",
-    "delta.enableChangeDataFeed": "false",
-    "delta.columnMapping.mode": "none",
-    "delta.enableRowTracking": "false",
-    "delta.enableInCommitTimestamps": "false",
-    "delta.isolationLevel": "Serializable",
+    APPEND_ONLY: "false",
+    CHECKPOINT_INTERVAL: "10",
+    DELETED_FILE_RETENTION_DURATION: "interval 1 week",
+    LOG_RETENTION_DURATION: "interval 30 days",
+    CHECKPOINT_RETENTION_DURATION: "interval 2 days",
+    ENABLE_EXPIRED_LOG_CLEANUP: "true",
+    CHECKPOINT_WRITE_STATS_AS_JSON: "true",
+    CHECKPOINT_WRITE_STATS_AS_STRUCT: "true",
+    CHECKPOINT_POLICY: "classic",
+    DATA_SKIPPING_NUM_INDEXED_COLS: "32",
+    ENABLE_DELETION_VECTORS: "false",
+    ENABLE_CHANGE_DATA_FEED: "false",
+    COLUMN_MAPPING_MODE: "none",
+    ENABLE_ROW_TRACKING: "false",
+    ENABLE_IN_COMMIT_TIMESTAMPS: "false",
+    ISOLATION_LEVEL: "Serializable",
 }
 
 _UNIT_MS = {

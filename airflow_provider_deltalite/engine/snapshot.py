@@ -12,28 +12,27 @@ import pyarrow.compute as pc
 
 from airflow_provider_deltalite.engine import actions as A
 from airflow_provider_deltalite.engine.arrow_util import contiguous
+from airflow_provider_deltalite.engine.checkpoint_reader import read_checkpoint
+from airflow_provider_deltalite.engine.column_mapping import column_mapping_mode, physical_name
+from airflow_provider_deltalite.engine.commit_file import (
+    NonFileAction,
+    clean_commit_bytes,
+    find_non_file_actions,
+    parse_commit_file_actions,
+)
+from airflow_provider_deltalite.engine.conform import delta_schema_to_arrow
 from airflow_provider_deltalite.engine.errors import CheckpointUnreadable, CorruptLog
 from airflow_provider_deltalite.engine.features import ProtocolView, ensure_readable
+from airflow_provider_deltalite.engine.history import commit_timestamp
 from airflow_provider_deltalite.engine.log_path import LogFileKind
 from airflow_provider_deltalite.engine.log_segment import LogSegment, build_log_segment, list_log, load_log_segment
-from airflow_provider_deltalite.engine.properties import TableProperties
-from airflow_provider_deltalite.engine.replay import (
-    NonFileAction,
-    _clean_commit_bytes,
-    find_non_file_actions,
-    latest_non_file_state,
-    parse_commit_file_actions,
-    read_checkpoint,
-    reconcile,
+from airflow_provider_deltalite.engine.partition_values import parse_partition_values
+from airflow_provider_deltalite.engine.properties import (
+    TableProperties,
 )
-from airflow_provider_deltalite.engine.schema import (
-    column_mapping_mode,
-    delta_schema_to_arrow,
-    parse_partition_values,
-    parse_schema_string,
-    physical_name,
-)
-from airflow_provider_deltalite.engine.stats import parse_stats
+from airflow_provider_deltalite.engine.replay import latest_non_file_state, reconcile
+from airflow_provider_deltalite.engine.schema import parse_schema_string
+from airflow_provider_deltalite.engine.stats_parse import parse_stats
 from airflow_provider_deltalite.engine.storage import Storage
 
 _INTERNAL = ("_version", "_seq")
@@ -193,56 +192,12 @@ class Snapshot:
     @cached_property
     def timestamp(self) -> int:
         """The version's timestamp in ms: the in-commit timestamp when the table enables them, else the file time."""
-        return commit_timestamp(self._storage, self._state.segment, self.version, self.properties, self._state)
+        return commit_timestamp(
+            self._storage, self._state.segment, self.version, self.properties, self._state.commit_infos
+        )
 
     def __repr__(self) -> str:
         return f"Snapshot(table={self.table_uri!r}, version={self.version}, files={self.num_files})"
-
-
-def in_commit_timestamps_enabled(properties: TableProperties, version: int) -> bool:
-    """Whether ``version`` carries an in-commit timestamp that defines its time."""
-    if not properties.boolean("delta.enableInCommitTimestamps"):
-        return False
-    since = properties.get("delta.inCommitTimestampEnablementVersion")
-    return since is None or version >= int(since)
-
-
-def commit_timestamp(
-    storage: Storage, segment: LogSegment, version: int, properties: TableProperties, state: TableState | None
-) -> int:
-    """The timestamp of ``version``, per the protocol's rules."""
-    if in_commit_timestamps_enabled(properties, version):
-        info = state.commit_infos.get(version) if state else None
-        if info is None:
-            info = read_commit_info(storage, version)
-        if info and isinstance(info.get("inCommitTimestamp"), int):
-            return info["inCommitTimestamp"]
-    for f in reversed(segment.listing):
-        if f.version == version and f.parsed.kind is LogFileKind.COMMIT:
-            return f.info.modification_time
-    for f in reversed(segment.listing):
-        if f.version == version:
-            return f.info.modification_time
-    return 0
-
-
-def read_commit_info(storage: Storage, version: int) -> dict[str, Any] | None:
-    """The commitInfo action of one commit file, or None when the file or the action is missing."""
-    from airflow_provider_deltalite.engine.log_path import LOG_DIR, commit_name
-
-    try:
-        data = storage.read(f"{LOG_DIR}/{commit_name(version)}")
-    except FileNotFoundError:
-        return None
-    return commit_info_of(storage, version, data)
-
-
-def commit_info_of(storage: Storage, version: int, data: bytes) -> dict[str, Any] | None:
-    """The commitInfo action in the bytes of commit ``version``, or None."""
-    for action in find_non_file_actions([(version, _clean_commit_bytes(data))], storage.table_uri):
-        if action.name == A.COMMIT_INFO:
-            return action.value
-    return None
 
 
 def _partition_physical_union(actions: Sequence[NonFileAction], table_uri: str | None) -> list[str]:
@@ -270,7 +225,7 @@ def replay_segment(storage: Storage, segment: LogSegment) -> TableState:
         raw = storage.read_many([c.path for c in segment.commits])
     except FileNotFoundError:
         raise CorruptLog("a commit file disappeared while reading the log", uri) from None
-    contents = [(c.version, _clean_commit_bytes(d)) for c, d in zip(segment.commits, raw, strict=True)]
+    contents = [(c.version, clean_commit_bytes(d)) for c, d in zip(segment.commits, raw, strict=True)]
     empty = [c.version for c, (_, d) in zip(segment.commits, contents, strict=True) if not d.strip()]
     if empty:
         raise CorruptLog(f"commit {empty[0]} is an empty file", uri)
@@ -340,22 +295,6 @@ def load_snapshot(storage: Storage, version: int | None = None) -> Snapshot:
                 ) from None
 
 
-def history_entries(storage: Storage, limit: int | None = None) -> list[dict[str, Any]]:
-    """commitInfo of each commit still in the log, newest first, with ``version`` filled in."""
-    files = [f for f in list_log(storage, 0) if f.parsed.kind is LogFileKind.COMMIT]
-    files.sort(key=lambda f: f.version, reverse=True)
-    if limit is not None:
-        files = files[:limit]
-    raw = storage.read_many([f.path for f in files])
-    out = []
-    for f, data in zip(files, raw, strict=True):
-        info = dict(commit_info_of(storage, f.version, data) or {})
-        info["version"] = f.version
-        info.setdefault("timestamp", f.info.modification_time)
-        out.append(info)
-    return out
-
-
 def json_default(value: Any) -> Any:
     """JSON encoder fallback for values coming out of Arrow (dates, decimals, bytes)."""
     if hasattr(value, "isoformat"):
@@ -365,4 +304,4 @@ def json_default(value: Any) -> Any:
     return str(value)
 
 
-__all__ = ["Snapshot", "TableState", "history_entries", "json_default", "load_snapshot"]
+__all__ = ["Snapshot", "TableState", "json_default", "load_snapshot"]

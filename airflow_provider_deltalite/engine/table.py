@@ -11,15 +11,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_provider_deltalite.engine.errors import VersionNotFound
+from airflow_provider_deltalite.engine.history import history_entries, in_commit_timestamps_enabled, read_commit_info
 from airflow_provider_deltalite.engine.log_path import LogFileKind
 from airflow_provider_deltalite.engine.log_segment import earliest_version, list_log, load_log_segment
-from airflow_provider_deltalite.engine.snapshot import (
-    Snapshot,
-    history_entries,
-    in_commit_timestamps_enabled,
-    load_snapshot,
-    read_commit_info,
-)
+from airflow_provider_deltalite.engine.snapshot import Snapshot, load_snapshot
 from airflow_provider_deltalite.engine.storage import Storage
 from airflow_provider_deltalite.engine.transaction import Transaction, start_transaction
 

@@ -52,15 +52,20 @@ from airflow_provider_deltalite.engine.expressions import (
     parse_expression,
 )
 from airflow_provider_deltalite.engine.features import ensure_writable
+from airflow_provider_deltalite.engine.history import in_commit_timestamps_enabled
 from airflow_provider_deltalite.engine.log_path import LOG_DIR, LogFileKind, version_prefix
 from airflow_provider_deltalite.engine.log_segment import list_log
-from airflow_provider_deltalite.engine.schema import parse_partition_values
-from airflow_provider_deltalite.engine.snapshot import Snapshot, in_commit_timestamps_enabled, load_snapshot
+from airflow_provider_deltalite.engine.partition_values import parse_partition_values
+from airflow_provider_deltalite.engine.properties import (
+    APPEND_ONLY,
+    CHECKPOINT_INTERVAL,
+    DELETED_FILE_RETENTION_DURATION,
+    LOG_RETENTION_DURATION,
+)
+from airflow_provider_deltalite.engine.snapshot import Snapshot, load_snapshot
 from airflow_provider_deltalite.engine.storage import Storage
 
 log = logging.getLogger(__name__)
-
-APPEND_ONLY = "delta.appendOnly"
 
 
 @dataclass(frozen=True)
@@ -380,9 +385,9 @@ class Transaction:
         ensure_writable(protocol, uri)
         # properties the commit and its post-commit checkpoint depend on: fail before writing anything
         properties = self.snapshot.properties
-        properties.positive_integer("delta.checkpointInterval")
-        properties.interval_ms("delta.logRetentionDuration")
-        properties.interval_ms("delta.deletedFileRetentionDuration")
+        properties.positive_integer(CHECKPOINT_INTERVAL)
+        properties.interval_ms(LOG_RETENTION_DURATION)
+        properties.interval_ms(DELETED_FILE_RETENTION_DURATION)
         properties.boolean(APPEND_ONLY)
         if self._adds:
             ensure_can_add_files(self.snapshot)
@@ -490,7 +495,7 @@ class Transaction:
         for the write itself. A file live in the read snapshot is referenced already (a deletion-vector update re-adds
         it with its original time): it is not at risk.
         """
-        retention = self.snapshot.properties.interval_ms("delta.deletedFileRetentionDuration")
+        retention = self.snapshot.properties.interval_ms(DELETED_FILE_RETENTION_DURATION)
         old = [
             a
             for a in self._adds

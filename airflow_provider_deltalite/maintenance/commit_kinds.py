@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from airflow_provider_deltalite.engine import actions as A
+from airflow_provider_deltalite.engine.commit_file import clean_commit_bytes, commit_lines
 from airflow_provider_deltalite.engine.errors import CorruptLog
-from airflow_provider_deltalite.engine.replay import _clean_commit_bytes, commit_lines
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +146,7 @@ def parse_commit(version: int, data: bytes, table_uri: str | None, file_time: Ca
     Raises:
         CorruptLog: the file is empty, a line is not a JSON object, or a file action has no path.
     """
-    data = _clean_commit_bytes(data)
+    data = clean_commit_bytes(data)
     adds: list[Mapping[str, Any]] = []
     removes: list[Mapping[str, Any]] = []
     has_cdc = has_metadata = has_file_actions = False

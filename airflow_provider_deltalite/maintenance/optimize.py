@@ -38,6 +38,7 @@ from airflow_provider_deltalite.engine.expressions import (
     may_match_partitions,
     parse_expression,
 )
+from airflow_provider_deltalite.engine.properties import TARGET_FILE_SIZE
 from airflow_provider_deltalite.engine.rewrite import (
     RewriteResult,
     RewriteTask,
@@ -64,7 +65,6 @@ log = logging.getLogger(__name__)
 GIB = 1024**3
 DEFAULT_FILE_SIZE = GIB  # the reference's optimize.minFileSize and optimize.maxFileSize
 DEFAULT_MAX_DELETED_ROWS_RATIO = 0.05
-TARGET_FILE_SIZE = "delta.targetFileSize"
 # Outer retries after a conflict the transaction could not resolve (each on the newest snapshot).
 MAX_REBASES = 10
 

@@ -19,11 +19,9 @@ import time
 from dataclasses import dataclass
 
 from airflow_provider_deltalite.engine.errors import RetentionTooShort
+from airflow_provider_deltalite.engine.properties import DELETED_FILE_RETENTION_DURATION, LOG_RETENTION_DURATION
 from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.maintenance.options import HOUR_MS, retention_ms
-
-DELETED_FILE_RETENTION = "delta.deletedFileRetentionDuration"
-LOG_RETENTION = "delta.logRetentionDuration"
 
 
 @dataclass(frozen=True)
@@ -79,25 +77,26 @@ def resolve_retention(
     """
     uri = snapshot.table_uri
     specified = specified_retention_ms(retention_hours, uri)
-    default = snapshot.properties.interval_ms(DELETED_FILE_RETENTION)
-    log_retention = snapshot.properties.interval_ms(LOG_RETENTION)
+    default = snapshot.properties.interval_ms(DELETED_FILE_RETENTION_DURATION)
+    log_retention = snapshot.properties.interval_ms(LOG_RETENTION_DURATION)
     if enforce_retention_duration:
         if specified is not None and specified < default:
             raise RetentionTooShort(
-                f"a retention of {hours_text(specified)} is shorter than the table's {DELETED_FILE_RETENTION} of "
-                f"{hours_text(default)}: VACUUM would delete files that readers of recent versions, time travel and "
-                "writers whose commits are still in flight may need, which breaks their reads or corrupts their "
-                f"commits; use a retention of at least {hours_text(default)}, or, only if no reader or writer can "
-                f"need files older than {hours_text(specified)}, turn the check off with "
+                f"a retention of {hours_text(specified)} is shorter than the table's "
+                f"{DELETED_FILE_RETENTION_DURATION} of {hours_text(default)}: VACUUM would delete files that readers "
+                "of recent versions, time travel and writers whose commits are still in flight may need, which breaks "
+                f"their reads or corrupts their commits; use a retention of at least {hours_text(default)}, or, only "
+                f"if no reader or writer can need files older than {hours_text(specified)}, turn the check off with "
                 "enforce_retention_duration=False (CLI: --no-enforce-retention-duration)",
                 uri,
             )
         if log_retention < default:
             raise RetentionTooShort(
-                f"the table's {LOG_RETENTION} ({hours_text(log_retention)}) is shorter than its "
-                f"{DELETED_FILE_RETENTION} ({hours_text(default)}): the log of versions whose files VACUUM keeps "
-                f"would be cleaned up first, as the reference refuses; raise {LOG_RETENTION} to at least "
-                f"{hours_text(default)}, or turn the check off with enforce_retention_duration=False "
+                f"the table's {LOG_RETENTION_DURATION} ({hours_text(log_retention)}) is shorter than its "
+                f"{DELETED_FILE_RETENTION_DURATION} ({hours_text(default)}): the log of versions whose files VACUUM "
+                "keeps would be cleaned up first, as the reference refuses; raise "
+                f"{LOG_RETENTION_DURATION} to at least {hours_text(default)}, or turn the check off with "
+                "enforce_retention_duration=False "
                 "(CLI: --no-enforce-retention-duration)",
                 uri,
             )

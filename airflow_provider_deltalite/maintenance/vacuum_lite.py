@@ -16,15 +16,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from airflow_provider_deltalite.engine import actions as A
-from airflow_provider_deltalite.engine.errors import CorruptLog, VacuumRefused
-from airflow_provider_deltalite.engine.log_path import LOG_DIR, LogFileKind
-from airflow_provider_deltalite.engine.log_segment import LogFile, list_log
-from airflow_provider_deltalite.engine.replay import (
-    _clean_commit_bytes,
+from airflow_provider_deltalite.engine.commit_file import (
+    clean_commit_bytes,
     find_non_file_actions,
     parse_commit_file_actions,
 )
-from airflow_provider_deltalite.engine.snapshot import Snapshot, commit_info_of, in_commit_timestamps_enabled
+from airflow_provider_deltalite.engine.errors import CorruptLog, VacuumRefused
+from airflow_provider_deltalite.engine.history import commit_info_of, in_commit_timestamps_enabled
+from airflow_provider_deltalite.engine.log_path import LOG_DIR, LogFileKind, commit_name
+from airflow_provider_deltalite.engine.log_segment import LogFile, list_log
+from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.engine.storage import Storage
 from airflow_provider_deltalite.maintenance.vacuum_paths import dv_relative, log_path_relative
 
@@ -194,14 +195,14 @@ def lite_candidates(storage: Storage, snapshot: Snapshot, window: LiteWindow) ->
     for first in range(window.start, window.end + 1, _COMMITS_PER_READ):
         versions = list(range(first, min(first + _COMMITS_PER_READ, window.end + 1)))
         try:
-            raw = storage.read_many([f"{LOG_DIR}/{v:020d}.json" for v in versions])
+            raw = storage.read_many([f"{LOG_DIR}/{commit_name(v)}" for v in versions])
         except FileNotFoundError:
             raise VacuumRefused(
                 f"a commit between versions {versions[0]} and {versions[-1]} disappeared while VACUUM LITE read it "
                 "(log cleanup running?); run VACUUM again",
                 snapshot.table_uri,
             ) from None
-        contents = [(v, _clean_commit_bytes(d)) for v, d in zip(versions, raw, strict=True)]
+        contents = [(v, clean_commit_bytes(d)) for v, d in zip(versions, raw, strict=True)]
         for candidate in _candidates_of(storage, contents, snapshot):
             seen = by_path.get(candidate.path)
             if seen is None or candidate.modification_time > seen.modification_time:

@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from airflow_provider_deltalite.engine.arrow_util import contiguous
 from airflow_provider_deltalite.engine.deletion_vectors import dv_absolute_path
 from airflow_provider_deltalite.engine.errors import CorruptLog
+from airflow_provider_deltalite.engine.properties import UNIVERSAL_FORMAT_ENABLED_FORMATS
 from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.engine.storage import Storage
 
@@ -29,7 +30,6 @@ _NOT_HIDDEN_PREFIXES = ("_delta_index", "_change_data")
 # A log path that is not returned as it is by log_path_relative: encoded, absolute, a URI, or with a `.`/`..`/empty
 # segment.
 _NEEDS_RESOLVING = r"%|:|^/|//|(^|/)\.\.?(/|$)|^$"
-_UNIVERSAL_FORMATS = "delta.universalFormat.enabledFormats"
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class HiddenRule:
     @classmethod
     def for_snapshot(cls, snapshot: Snapshot) -> HiddenRule:
         names = dict.fromkeys([*snapshot.partition_columns, *snapshot.partition_physical_names])
-        formats = str(snapshot.properties.get(_UNIVERSAL_FORMATS, "")).lower()
+        formats = str(snapshot.properties.get(UNIVERSAL_FORMAT_ENABLED_FORMATS, "")).lower()
         return cls(tuple(f"{n}=" for n in names), "iceberg" in formats)
 
     def is_hidden(self, name: str) -> bool:

@@ -27,7 +27,7 @@ from airflow_provider_deltalite.engine.expressions import (
     to_arrow_filter,
     to_sql,
 )
-from airflow_provider_deltalite.engine.stats import parse_stats
+from airflow_provider_deltalite.engine.stats_parse import parse_stats
 
 UTC = dt.UTC
 

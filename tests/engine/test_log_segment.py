@@ -27,6 +27,7 @@ from airflow_provider_deltalite.engine.errors import (
     TableNotFound,
     VersionNotFound,
 )
+from airflow_provider_deltalite.engine.last_checkpoint import read_last_checkpoint_hint
 from airflow_provider_deltalite.engine.log_path import LogFileKind, ParsedLogPath, parse_log_path
 from airflow_provider_deltalite.engine.log_segment import (
     LogFile,
@@ -34,7 +35,6 @@ from airflow_provider_deltalite.engine.log_segment import (
     earliest_version,
     list_log,
     load_log_segment,
-    read_last_checkpoint_hint,
 )
 from airflow_provider_deltalite.engine.storage import FileInfo, Storage
 from tests.helpers import CORPUS, copy_table

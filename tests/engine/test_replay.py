@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from airflow_provider_deltalite import DeltaTable
-from airflow_provider_deltalite.engine.replay import _map_lookup_many, _read_parquet_actions
+from airflow_provider_deltalite.engine.checkpoint_reader import _map_lookup_many, _read_parquet_actions
 
 STRING_MAP = pa.map_(pa.string(), pa.string())
 
@@ -119,7 +119,7 @@ def test_engine_imports_neither_airflow_nor_spark() -> None:
     code = (
         "import sys\n"
         "import airflow_provider_deltalite.engine as e\n"
-        "from airflow_provider_deltalite.engine import scan, snapshot, replay, stats, expressions\n"
+        "from airflow_provider_deltalite.engine import scan, snapshot, replay, stats_parse, expressions\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('airflow', 'pyspark', 'py4j'))\n"
         "print(','.join(bad))\n"
     )
@@ -131,7 +131,7 @@ def test_stats_rebuilt_from_stats_parsed_keep_decimals_exact() -> None:
     """A checkpoint with only stats_parsed: the JSON stats rebuilt from it must not round 38-digit decimals."""
     from decimal import Decimal
 
-    from airflow_provider_deltalite.engine.replay import _stats_from_parsed
+    from airflow_provider_deltalite.engine.checkpoint_reader import _stats_from_parsed
 
     value = Decimal("12345678901234567890.123456789012345678")
     parsed = pa.array(

@@ -16,17 +16,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_provider_deltalite.engine.errors import InvalidTableProperty, SchemaError
-from airflow_provider_deltalite.engine.schema import (
+from airflow_provider_deltalite.engine.column_mapping import (
     column_mapping_mode,
-    delta_schema_to_arrow,
-    delta_type_to_arrow,
-    parse_partition_values,
-    parse_schema_string,
     physical_name,
     physical_to_logical_names,
-    to_logical,
 )
+from airflow_provider_deltalite.engine.conform import delta_schema_to_arrow, delta_type_to_arrow, to_logical
+from airflow_provider_deltalite.engine.errors import InvalidTableProperty, SchemaError
+from airflow_provider_deltalite.engine.partition_values import parse_partition_values
+from airflow_provider_deltalite.engine.schema import parse_schema_string
 from tests.conformance.corpus import DELTA_RS_CANNOT_OPEN, DELTA_RS_CANNOT_READ, deltars_error
 from tests.helpers import CORPUS
 

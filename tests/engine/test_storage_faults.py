@@ -37,9 +37,9 @@ import pytest
 from airflow_provider_deltalite import DeltaTable
 from airflow_provider_deltalite.engine.checkpoint_writer import write_checkpoint
 from airflow_provider_deltalite.engine.errors import DeltaLiteError, InvalidArgument, StorageError, UploadInterrupted
+from airflow_provider_deltalite.engine.history import read_commit_info
 from airflow_provider_deltalite.engine.log_path import LOG_DIR, version_prefix
 from airflow_provider_deltalite.engine.rewrite import UPLOAD_ATTEMPTS
-from airflow_provider_deltalite.engine.snapshot import read_commit_info
 from airflow_provider_deltalite.engine.storage import Storage
 from airflow_provider_deltalite.engine.storage.retry import (
     StorageRetryPolicy,

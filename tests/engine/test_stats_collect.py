@@ -19,9 +19,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_provider_deltalite import DeltaTable
+from airflow_provider_deltalite.engine.column_mapping import column_mapping_mode, physical_name
 from airflow_provider_deltalite.engine.errors import DeltaLiteError, InvalidTableProperty, SchemaError
-from airflow_provider_deltalite.engine.file_stats import StatsCollector
-from airflow_provider_deltalite.engine.schema import column_mapping_mode, parse_schema_string, physical_name
+from airflow_provider_deltalite.engine.schema import parse_schema_string
+from airflow_provider_deltalite.engine.stats_collect import StatsCollector
 from tests.helpers import CORPUS
 
 ASCII_MAX = "\x7f"
@@ -939,7 +940,7 @@ MUST_MATCH = {
 CORPUS_TABLES = log_dirs() if CORPUS.is_dir() else []
 # Tables with no file Spark's stats can be checked against, each with why (the reasons of its files; none: the table
 # has no live data file). Known up front, so that a table that stops being compared fails instead of passing quietly.
-NO_ORACLE: dict[str, list[str]] = json.loads(Path(__file__).with_name("file_stats_no_oracle.json").read_text())
+NO_ORACLE: dict[str, list[str]] = json.loads(Path(__file__).with_name("stats_collect_no_oracle.json").read_text())
 
 
 def reasons(skipped: list[str]) -> list[str]:
@@ -953,7 +954,7 @@ def test_spark_written_files_get_the_stats_spark_wrote(root: Path) -> None:
     assert not result.mismatches, "\n".join(result.mismatches)
     name = str(root.relative_to(CORPUS))
     if name in NO_ORACLE:
-        assert not result.matched, f"{name} has files to compare now: take it off file_stats_no_oracle.json"
+        assert not result.matched, f"{name} has files to compare now: take it off stats_collect_no_oracle.json"
         assert reasons(result.skipped) == NO_ORACLE[name]
     else:
         assert result.matched, summarise(result.skipped) or "no live data files"

@@ -13,10 +13,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_provider_deltalite.engine import stats as stats_module
+from airflow_provider_deltalite.engine import stats_parse as stats_module
 from airflow_provider_deltalite.engine.errors import CorruptLog, SchemaError
 from airflow_provider_deltalite.engine.expressions import bind, may_match_stats, parse_expression, to_arrow_filter
-from airflow_provider_deltalite.engine.stats import parse_stats, stats_type
+from airflow_provider_deltalite.engine.stats_parse import parse_stats, stats_type
 from tests.helpers import CORPUS
 
 UTC = dt.UTC

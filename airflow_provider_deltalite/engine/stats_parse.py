@@ -17,10 +17,11 @@ import pyarrow.json as pa_json
 from airflow_provider_deltalite.engine.arrow_util import contiguous, is_blank
 from airflow_provider_deltalite.engine.errors import CorruptLog, SchemaError
 from airflow_provider_deltalite.engine.expressions import parse_timestamp_text
+from airflow_provider_deltalite.engine.properties import COLUMN_MAPPING_PHYSICAL_NAME
 
 __all__ = ["PHYSICAL_NAME_KEY", "parse_stats", "stats_type"]
 
-PHYSICAL_NAME_KEY = b"delta.columnMapping.physicalName"
+PHYSICAL_NAME_KEY = COLUMN_MAPPING_PHYSICAL_NAME.encode()
 NUM_RECORDS = "numRecords"
 TIGHT_BOUNDS = "tightBounds"
 MIN_VALUES = "minValues"

@@ -17,7 +17,7 @@ writes), so a file OPTIMIZE rewrites gets the statistics Spark would have given 
   is larger than every number.
 - A leaf under a null struct counts as null. Output keys are physical names, nested like the schema.
 
-The reader side is `engine/stats.py`.
+The reader side is `engine/stats_parse.py`.
 """
 
 from __future__ import annotations
@@ -33,16 +33,19 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from airflow_provider_deltalite.engine.column_mapping import physical_name
 from airflow_provider_deltalite.engine.errors import InvalidTableProperty, SchemaError
-from airflow_provider_deltalite.engine.properties import TableProperties
-from airflow_provider_deltalite.engine.schema import parse_schema_string, physical_name
-from airflow_provider_deltalite.engine.stats import MAX_VALUES, MIN_VALUES, NULL_COUNT, NUM_RECORDS
+from airflow_provider_deltalite.engine.properties import (
+    DATA_SKIPPING_NUM_INDEXED_COLS,
+    DATA_SKIPPING_STATS_COLUMNS,
+    DATA_SKIPPING_STRING_PREFIX_LENGTH,
+    TableProperties,
+)
+from airflow_provider_deltalite.engine.schema import parse_schema_string
+from airflow_provider_deltalite.engine.stats_parse import MAX_VALUES, MIN_VALUES, NULL_COUNT, NUM_RECORDS
 
 __all__ = ["StatsCollector"]
 
-NUM_INDEXED_COLS_KEY = "delta.dataSkippingNumIndexedCols"
-STATS_COLUMNS_KEY = "delta.dataSkippingStatsColumns"
-STRING_PREFIX_LENGTH_KEY = "delta.dataSkippingStringPrefixLength"
 DEFAULT_STRING_PREFIX_LENGTH = 32
 
 _ASCII_MAX = "\x7f"
@@ -499,24 +502,26 @@ class StatsCollector:
         properties = TableProperties(configuration, table_uri)
         explicit = properties.explicit
         self._prefix = DEFAULT_STRING_PREFIX_LENGTH
-        if STRING_PREFIX_LENGTH_KEY in explicit:
-            self._prefix = properties.integer(STRING_PREFIX_LENGTH_KEY)
+        if DATA_SKIPPING_STRING_PREFIX_LENGTH in explicit:
+            self._prefix = properties.integer(DATA_SKIPPING_STRING_PREFIX_LENGTH)
             if self._prefix < 0:
-                raise _invalid(STRING_PREFIX_LENGTH_KEY, explicit, "must be at least 0", table_uri)
+                raise _invalid(DATA_SKIPPING_STRING_PREFIX_LENGTH, explicit, "must be at least 0", table_uri)
         # Spark parses the column count whenever it builds the stats spec, even when a column list takes precedence
-        num_indexed = properties.integer(NUM_INDEXED_COLS_KEY)
-        if STATS_COLUMNS_KEY in explicit:
-            paths = _parse_stats_columns(explicit[STATS_COLUMNS_KEY])
+        num_indexed = properties.integer(DATA_SKIPPING_NUM_INDEXED_COLS)
+        if DATA_SKIPPING_STATS_COLUMNS in explicit:
+            paths = _parse_stats_columns(explicit[DATA_SKIPPING_STATS_COLUMNS])
             if paths is None:
                 raise _invalid(
-                    STATS_COLUMNS_KEY,
+                    DATA_SKIPPING_STATS_COLUMNS,
                     explicit,
                     "not a comma-separated list of column names (quote special names in backquotes)",
                     table_uri,
                 )
             self._nodes = _named(fields, paths, column_mapping_mode, "")
         elif num_indexed < -1:
-            raise _invalid(NUM_INDEXED_COLS_KEY, explicit, "must be at least -1 (-1 means every column)", table_uri)
+            raise _invalid(
+                DATA_SKIPPING_NUM_INDEXED_COLS, explicit, "must be at least -1 (-1 means every column)", table_uri
+            )
         elif num_indexed == -1:
             self._nodes = [_node(f, column_mapping_mode, "") for f in fields]
         else:
