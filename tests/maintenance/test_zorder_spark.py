@@ -1,4 +1,4 @@
-"""Z-order through Spark: sampling, routing and writing spread over tasks with a shuffle (`clustering_shuffle`)."""
+"""Z-order through Spark: sampling, routing and writing spread over tasks with a shuffle (`maintenance.clustering.shuffle`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from airflow_provider_deltalite import DeltaTable
 from airflow_provider_deltalite.executors import LocalExecutor
 from airflow_provider_deltalite.executors.spark import SparkExecutor
-from airflow_provider_deltalite.maintenance import clustering_shuffle
+from airflow_provider_deltalite.maintenance.clustering import shuffle as clustering_shuffle
 from airflow_provider_deltalite.maintenance.clustering.zorder import zorder
 from tests.executors.spark_cluster import spark_submit
 from tests.helpers import copy_table
