@@ -28,7 +28,7 @@ if TYPE_CHECKING:
         VacuumOptions,
         ZOrderOptions,
     )
-    from airflow_provider_deltalite.maintenance.vacuum_stats import VacuumStats
+    from airflow_provider_deltalite.maintenance.vacuum.stats import VacuumStats
     from airflow_provider_deltalite.table import DeltaTable
 
 _EXPORTS = {
@@ -38,7 +38,7 @@ _EXPORTS = {
     "VacuumOptions": "airflow_provider_deltalite.maintenance.options",
     "ChangesOptions": "airflow_provider_deltalite.maintenance.options",
     "OptimizeStats": "airflow_provider_deltalite.maintenance.optimize_stats",
-    "VacuumStats": "airflow_provider_deltalite.maintenance.vacuum_stats",
+    "VacuumStats": "airflow_provider_deltalite.maintenance.vacuum.stats",
     "ChangeSet": "airflow_provider_deltalite.maintenance.changes",
     "CheckpointResult": "airflow_provider_deltalite.maintenance.checkpoint",
     "DeltaLiteError": "airflow_provider_deltalite.engine.errors",

@@ -34,7 +34,7 @@ from airflow_provider_deltalite.maintenance.options import (
     ZOrderOptions,
 )
 from airflow_provider_deltalite.maintenance.vacuum import VacuumProgress, vacuum
-from airflow_provider_deltalite.maintenance.vacuum_stats import VacuumStats
+from airflow_provider_deltalite.maintenance.vacuum.stats import VacuumStats
 
 
 class DeltaTable(Table):

@@ -32,7 +32,7 @@ from airflow_provider_deltalite.demo import (
     read_return_values,
 )
 from airflow_provider_deltalite.maintenance.optimize_stats import OptimizeStats, camel_case
-from airflow_provider_deltalite.maintenance.vacuum_stats import VacuumStats
+from airflow_provider_deltalite.maintenance.vacuum.stats import VacuumStats
 
 pytestmark = pytest.mark.slow
 

@@ -32,8 +32,8 @@ from airflow_provider_deltalite.engine import (
 from airflow_provider_deltalite.engine.deletion_vectors import dv_absolute_path
 from airflow_provider_deltalite.engine.transaction import live_file_actions
 from airflow_provider_deltalite.maintenance.vacuum import vacuum
-from airflow_provider_deltalite.maintenance.vacuum_lite import LAST_VACUUM_INFO_PATH
-from airflow_provider_deltalite.maintenance.vacuum_paths import HiddenRule, normal_relative
+from airflow_provider_deltalite.maintenance.vacuum.lite import LAST_VACUUM_INFO_PATH
+from airflow_provider_deltalite.maintenance.vacuum.paths import HiddenRule, normal_relative
 from tests.conformance.corpus import row_multiset
 from tests.helpers import CORPUS, copy_table, tree_state
 

@@ -1,4 +1,4 @@
-"""Z-order through Spark: sampling, routing and writing spread over tasks with a shuffle (`maintenance.clustering.shuffle`)."""
+"""Z-order through Spark: sampling, routing and writing spread over tasks with a shuffle (`clustering.shuffle`)."""
 
 from __future__ import annotations
 

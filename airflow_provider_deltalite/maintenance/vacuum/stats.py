@@ -62,3 +62,14 @@ class VacuumStats:
     def to_dict(self) -> dict[str, Any]:
         """The stats as a JSON-ready dict with the reference's camelCase keys (``isDryRun``, ``objectsDeleted``...)."""
         return stats_to_dict(self)
+
+
+@dataclass(frozen=True)
+class VacuumProgress:
+    """Reported while listing (``phase="listing"``: directories listed, files found) and deleting
+    (``phase="deleting"``: files done of ``total``)."""
+
+    phase: str
+    done: int
+    total: int | None
+    files: int = 0

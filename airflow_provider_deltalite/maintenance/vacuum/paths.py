@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from airflow_provider_deltalite.engine.arrow_util import contiguous
 from airflow_provider_deltalite.engine.deletion_vectors import dv_absolute_path
 from airflow_provider_deltalite.engine.errors import CorruptLog
+from airflow_provider_deltalite.engine.log_path import LOG_DIR
 from airflow_provider_deltalite.engine.properties import UNIVERSAL_FORMAT_ENABLED_FORMATS
 from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.engine.storage import Storage
@@ -224,3 +225,8 @@ def protected_files(snapshot: Snapshot, horizon_ms: int) -> ProtectedFiles:
     except CorruptLog as exc:
         raise CorruptLog(exc.problem, snapshot.table_uri) from None
     return ProtectedFiles(paths, live, tombstones.num_rows - kept.num_rows)
+
+
+def in_log(path: str) -> bool:
+    """Whether a path relative to the root is ``_delta_log`` or inside it (never a VACUUM candidate)."""
+    return path == LOG_DIR or path.startswith(LOG_DIR + "/")

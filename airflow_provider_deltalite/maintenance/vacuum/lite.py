@@ -27,7 +27,7 @@ from airflow_provider_deltalite.engine.log_path import LOG_DIR, LogFileKind, com
 from airflow_provider_deltalite.engine.log_segment import LogFile, list_log
 from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.engine.storage import Storage
-from airflow_provider_deltalite.maintenance.vacuum_paths import dv_relative, log_path_relative
+from airflow_provider_deltalite.maintenance.vacuum.paths import dv_relative, log_path_relative
 
 LAST_VACUUM_INFO = "_last_vacuum_info"
 LAST_VACUUM_INFO_PATH = f"{LOG_DIR}/{LAST_VACUUM_INFO}"

@@ -1,0 +1,131 @@
+"""VACUUM FULL's listing: the table root, one directory level at a time, in parallel on the executor, without a
+request per file; hidden names are neither listed nor descended into (`paths.HiddenRule`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_provider_deltalite.engine.storage import Storage
+from airflow_provider_deltalite.maintenance.executor import Executor
+from airflow_provider_deltalite.maintenance.vacuum.paths import (
+    HiddenRule,
+)
+from airflow_provider_deltalite.maintenance.vacuum.stats import VacuumProgress
+
+TASKS_PER_SLOT = 4  # tasks per unit of executor parallelism in one listing level or the delete phase
+
+
+@dataclass(frozen=True)
+class ListedDir:
+    """One listed directory (``""`` is the root), as columns.
+
+    Attributes:
+        path: relative to the root.
+        modification_time: the directory's own mtime (0 where the store has no directories).
+        paths / sizes / mtimes: its visible plain files, paths relative to the root.
+        subdirs: ``(relative path, mtime)`` of its visible subdirectories.
+        others: names of links and other entries (never followed, never deleted).
+        hidden_entries: how many entries the hidden rule left out (then it is not empty, whatever VACUUM deletes).
+    """
+
+    path: str
+    modification_time: int
+    paths: tuple[str, ...]
+    sizes: tuple[int, ...]
+    mtimes: tuple[int, ...]
+    subdirs: tuple[tuple[str, int], ...]
+    others: tuple[str, ...]
+    hidden_entries: int
+
+
+@dataclass(frozen=True)
+class ListTask:
+    """A batch of directories to list one level deep (an executor work item).
+
+    ``protected``: per directory, the names of files whose size and age do not matter (they are kept anyway), so a
+    local listing need not stat them.
+    """
+
+    storage: Storage
+    dirs: tuple[tuple[str, int], ...]
+    rule: HiddenRule
+    protected: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+
+def list_directories(task: ListTask) -> list[ListedDir]:
+    """List each directory of the task one level deep, dropping hidden names (runs on the executor)."""
+    rule = task.rule
+    out = []
+    for path, mtime in task.dirs:
+        prefix = f"{path}/" if path else ""
+        listing = task.storage.list_dir(path, task.protected.get(path, frozenset()))
+        names, sizes, mtimes = listing.file_names, listing.file_sizes, listing.file_mtimes
+        hidden = 0
+        if rule.may_hide(names):
+            keep = [i for i, name in enumerate(names) if not rule.is_hidden(name)]
+            hidden += len(names) - len(keep)
+            names = tuple(names[i] for i in keep)
+            sizes = tuple(sizes[i] for i in keep)
+            mtimes = tuple(mtimes[i] for i in keep)
+        subdirs = []
+        for name, dir_mtime in zip(listing.dir_names, listing.dir_mtimes, strict=True):
+            if rule.is_hidden(name):
+                hidden += 1
+            else:
+                subdirs.append((prefix + name, dir_mtime))
+        out.append(
+            ListedDir(
+                path,
+                mtime,
+                tuple(prefix + name for name in names),
+                sizes,
+                mtimes,
+                tuple(subdirs),
+                listing.others,
+                hidden,
+            )
+        )
+    return out
+
+
+def spread(items: Sequence[Any], tasks: int) -> list[tuple[Any, ...]]:
+    tasks = max(1, min(tasks, len(items)))
+    return [tuple(items[i::tasks]) for i in range(tasks)]
+
+
+def list_table(
+    storage: Storage,
+    rule: HiddenRule,
+    executor: Executor,
+    progress: Callable[[VacuumProgress], None] | None = None,
+    protected: frozenset[str] | None = None,
+) -> list[ListedDir]:
+    """Every non-hidden directory under the root with its files, listed level by level: the root here, each deeper
+    level as parallel tasks on ``executor`` (so a deep or skewed tree still spreads over the executor).
+
+    Files in ``protected`` may come back with size and mtime -1 (see `ListTask`)."""
+    by_dir: dict[str, set[str]] = {}
+    for path in protected or ():
+        parent, _, name = path.rpartition("/")
+        by_dir.setdefault(parent, set()).add(name)
+    names = {parent: frozenset(found) for parent, found in by_dir.items()}
+
+    def task(batch: tuple[tuple[str, int], ...]) -> ListTask:
+        return ListTask(storage, batch, rule, {d: names[d] for d, _ in batch if d in names})
+
+    listed = list_directories(task((("", 0),)))
+    files = len(listed[0].paths)
+    frontier = list(listed[0].subdirs)
+    while frontier:
+        tasks = [task(batch) for batch in spread(frontier, executor.parallelism * TASKS_PER_SLOT)]
+        frontier = []
+        for result in executor.map(list_directories, tasks):
+            for d in result:
+                listed.append(d)
+                files += len(d.paths)
+                frontier.extend(d.subdirs)
+            if progress is not None:
+                progress(VacuumProgress("listing", len(listed), None, files))
+    return listed

@@ -1,0 +1,175 @@
+"""What VACUUM deletes: FULL from the listing, LITE from the log since the last vacuum; the plan re-checked against a
+newer snapshot when another writer committed meanwhile. Pure: no I/O beyond what is passed in."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+from airflow_provider_deltalite.engine.snapshot import Snapshot
+from airflow_provider_deltalite.engine.storage import Storage
+from airflow_provider_deltalite.engine.table import Table
+from airflow_provider_deltalite.maintenance.vacuum.listing import ListedDir
+from airflow_provider_deltalite.maintenance.vacuum.lite import (
+    LiteWindow,
+    lite_candidates,
+    lite_window,
+)
+from airflow_provider_deltalite.maintenance.vacuum.paths import (
+    HiddenRule,
+    ProtectedFiles,
+    in_log,
+    plain_local_file,
+    protected_files,
+)
+
+log = logging.getLogger(__name__)
+
+FULL = "FULL"
+
+
+LITE = "LITE"
+
+
+@dataclass(frozen=True)
+class VacuumPlan:
+    """What a VACUUM will delete.
+
+    Attributes:
+        mode: FULL or LITE.
+        files: ``(path, size)`` of the files to delete, relative to the root, sorted.
+        dirs: directories to remove once their files are gone, deepest first.
+        dirs_present: listed directories plus the root (the reference's ``dirsPresentBeforeDelete``).
+        entries_present: listed files and directories (LITE: candidate paths read from the log).
+        lite: the commits LITE read (None for FULL).
+    """
+
+    mode: str
+    files: tuple[tuple[str, int], ...]
+    dirs: tuple[str, ...]
+    dirs_present: int
+    entries_present: int
+    lite: LiteWindow | None = None
+
+    @cached_property
+    def size(self) -> int:
+        return sum(size for _, size in self.files)
+
+    def without(self, keep: Iterable[str]) -> VacuumPlan:
+        """The plan minus the files in ``keep`` (and the directories that would then stay non-empty)."""
+        keep = set(keep)
+        if not keep:
+            return self
+        parents = {p.rsplit("/", 1)[0] for p in keep if "/" in p}
+        blocked = {d for d in self.dirs if any(p == d or p.startswith(d + "/") for p in parents)}
+        return VacuumPlan(
+            self.mode,
+            tuple(f for f in self.files if f[0] not in keep),
+            tuple(d for d in self.dirs if d not in blocked),
+            self.dirs_present,
+            self.entries_present,
+            self.lite,
+        )
+
+
+def missing_live_files(listing: Sequence[ListedDir], protected: ProtectedFiles, rule: HiddenRule) -> list[str]:
+    """Live files (and their DV files) that the listing should have found and did not, sorted."""
+    present: set[str] = set()
+    for d in listing:
+        present.update(d.paths)
+    absent = protected.live - present
+    if not absent:
+        return []
+    dirs = {d.path: d for d in listing}
+    missing = []
+    for path in absent:
+        parent, _, name = path.rpartition("/")
+        listed = dirs.get(parent)
+        if listed is None or rule.is_hidden(name) or name in listed.others or path in dirs:
+            continue  # under a hidden directory or a link, a link itself, or a directory: not a file it could list
+        missing.append(path)
+    return sorted(missing)
+
+
+def plan_full(
+    listing: Sequence[ListedDir],
+    protected: ProtectedFiles,
+    horizon_ms: int,
+    *,
+    remove_dirs: bool = True,
+) -> VacuumPlan:
+    """The files and directories a FULL vacuum deletes, from a listing (pure: no I/O).
+
+    A file goes when it is not protected and was last modified before ``horizon_ms``. A directory goes when, after
+    that, nothing would be left in it (no kept file, no hidden entry, no link, no kept subdirectory) and it was
+    itself last modified before the horizon: a younger empty directory may have just been created by a writer.
+    """
+    keep = protected.paths
+    files: list[tuple[str, int]] = []
+    emptied: dict[str, bool] = {}
+    entries = 0
+    for d in listing:
+        entries += len(d.paths) + (1 if d.path else 0)
+        before = len(files)
+        files.extend(
+            (path, size)
+            for path, size, mtime in zip(d.paths, d.sizes, d.mtimes, strict=True)
+            if mtime < horizon_ms and path not in keep
+        )
+        emptied[d.path] = len(files) - before == len(d.paths) and not d.hidden_entries and not d.others
+    dirs: tuple[str, ...] = ()
+    if remove_dirs:
+        removable: dict[str, bool] = {}
+        by_depth = sorted(listing, key=lambda d: d.path.count("/") + (1 if d.path else 0), reverse=True)
+        for d in by_depth:
+            removable[d.path] = (
+                bool(d.path)
+                and emptied[d.path]
+                and d.modification_time < horizon_ms
+                and all(removable.get(sub, False) for sub, _ in d.subdirs)
+            )
+        dirs = tuple(sorted((p for p, ok in removable.items() if ok), key=lambda p: (-p.count("/"), p)))
+    files.sort()
+    return VacuumPlan(FULL, tuple(files), dirs, len(listing), entries)
+
+
+def plan_lite(
+    storage: Storage, snapshot: Snapshot, protected: ProtectedFiles, rule: HiddenRule, horizon_ms: int
+) -> VacuumPlan:
+    """The files a LITE vacuum deletes: removed (or change-data) paths of the expired commits since the last vacuum
+    that are not hidden, older than the horizon and not protected."""
+    window = lite_window(storage, snapshot, horizon_ms)
+    candidates = lite_candidates(storage, snapshot, window)
+    # The log names these paths, not a listing: on a local disk one may be a link or lead through a directory link
+    # out of the table, which VACUUM never deletes.
+    local = storage.native_files
+    dirs: dict[str, bool] = {}
+    files = sorted(
+        (c.path, c.size)
+        for c in candidates
+        if c.modification_time < horizon_ms
+        and c.path not in protected.paths
+        and not rule.is_hidden_path(c.path)
+        and not in_log(c.path)
+        and (not local or plain_local_file(storage.root, c.path, dirs))
+    )
+    return VacuumPlan(LITE, tuple(files), (), 1, len(candidates), window)
+
+
+def recheck(table: Table, snapshot: Snapshot, plan: VacuumPlan, horizon_ms: int, *, moved: bool) -> VacuumPlan:
+    """Keep any candidate that a commit made after planning protects again (a RESTORE re-adding an old file)."""
+    if not moved:
+        return plan
+    latest = table.snapshot()
+    again = protected_files(latest, horizon_ms)
+    keep = [p for p, _ in plan.files if p in again.paths]
+    if keep:
+        log.warning(
+            "VACUUM keeps %d files that commits after version %s reference again (e.g. %s)",
+            len(keep),
+            snapshot.version,
+            keep[0],
+        )
+    return plan.without(keep)
