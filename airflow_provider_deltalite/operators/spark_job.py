@@ -2,7 +2,7 @@
 
 What it adds to the Spark provider's operator, shared by `OptimizeOperator`, `ZOrderOperator` and `VacuumOperator`:
 
-- the application is the job entry point (`airflow_provider_deltalite/jobs/spark_job.py`), and ``--py-files`` the
+- the application is the job entry point (`airflow_provider_deltalite/jobs/driver.py`), and ``--py-files`` the
   engine zip built from the installed package, cached by content hash (`jobs.engine_zip.build_package_zip`);
 - the table URI and storage options come from a ``deltalite`` connection (`DeltaLiteHook`); credentials reach the
   driver only through the spark-submit process environment (local and client mode) or a file readable only by this
@@ -41,7 +41,7 @@ from airflow_provider_deltalite.hooks.spark_submit import (
     ERROR_PREFIX,
     DeltaLiteSparkSubmitHook,
 )
-from airflow_provider_deltalite.jobs import spark_job
+from airflow_provider_deltalite.jobs import driver
 from airflow_provider_deltalite.jobs.engine_zip import build_package_zip
 
 if TYPE_CHECKING:
@@ -49,8 +49,8 @@ if TYPE_CHECKING:
 
     from airflow_provider_deltalite.table import DeltaTable
 
-JOB_FILE = str(Path(spark_job.__file__).resolve())
-STORAGE_OPTIONS_ENV = spark_job.STORAGE_OPTIONS_ENV
+JOB_FILE = str(Path(driver.__file__).resolve())
+STORAGE_OPTIONS_ENV = driver.STORAGE_OPTIONS_ENV
 # Dry-run file lists are capped in XCom: it lives in the metadata database.
 XCOM_FILE_LIST_LIMIT = 1000
 _EXIT_CODE = re.compile(r"Error code is: (-?\d+)")
@@ -138,7 +138,7 @@ def result_name(context: Mapping[str, Any]) -> str:
 
 
 class DeltaLiteSparkJobOperator(SparkSubmitOperator):
-    """Base of the deltalite operators: runs ``spark_job.py <command>`` on a table with spark-submit.
+    """Base of the deltalite operators: runs ``driver.py <command>`` on a table with spark-submit.
 
     Args:
         table_uri: the table: an absolute path or URI, or a path relative to the connection's base URI (templated).

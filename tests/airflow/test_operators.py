@@ -367,7 +367,7 @@ def _group_alive(pgid: int) -> bool:
 
 def _driver_started(pgid: int) -> bool:
     # the Python driver the JVM launched (spark-submit's own command line names the job file too)
-    pattern = r"bin/python[0-9.]* \S*spark_job\.py"
+    pattern = r"bin/python[0-9.]* \S*jobs/driver\.py"
     out = subprocess.run(["pgrep", "-g", str(pgid), "-f", pattern], capture_output=True, text=True, check=False)
     return bool(out.stdout.split())
 
@@ -421,7 +421,7 @@ def test_two_tasks_building_the_engine_zip_at_once_get_one_valid_file(tmp_path: 
     assert [p.name for p in tmp_path.iterdir()] == [Path(path).name]  # no temporary leftovers
     with zipfile.ZipFile(path) as archive:
         assert archive.testzip() is None
-        assert "airflow_provider_deltalite/jobs/spark_job.py" in archive.namelist()
+        assert "airflow_provider_deltalite/jobs/driver.py" in archive.namelist()
 
 
 def test_a_shared_default_zip_directory_someone_else_can_write_is_refused(tmp_path: Path) -> None:
