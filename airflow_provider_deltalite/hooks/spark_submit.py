@@ -12,8 +12,10 @@
   started), not just the launcher script.
 - The driver's one-line ``deltalite: error: ...`` is captured from the output, for the task's failure message.
 
-The Spark provider is pinned to 6.3.x; the overridden methods (`_resolve_connection`, `_build_spark_common_args`,
-`_process_spark_submit_log`) are private there, which is why the pin is tight.
+The operators build this hook from SparkSubmitHook's public constructor arguments (those the user passed to the
+operator); what it adds still overrides three methods that are private in the Spark provider
+(`_resolve_connection`, `_build_spark_common_args`, `_process_spark_submit_log`) and reads the resolved connection
+(``_connection``): tests/airflow/test_operators.py runs them against the provider version the ``test`` extra pins.
 """
 
 from __future__ import annotations

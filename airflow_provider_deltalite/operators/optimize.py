@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_deltalite.operators.spark_job import (
-    DeltaLiteSparkJobOperator,
-    at_least,
-    optional_text,
-    real_number,
-    whole_number,
-)
+from airflow_provider_deltalite.maintenance.options import OptimizeOptions, optional_text
+from airflow_provider_deltalite.operators.base import DeltaLiteSparkJobOperator, threshold
 
 if TYPE_CHECKING:
     from airflow_provider_deltalite.table import DeltaTable
@@ -40,6 +36,7 @@ class OptimizeOperator(DeltaLiteSparkJobOperator):
     """
 
     command = "optimize"
+    options_class = OptimizeOptions
     template_fields: Sequence[str] = (
         *DeltaLiteSparkJobOperator.template_fields,
         "where",
@@ -69,33 +66,29 @@ class OptimizeOperator(DeltaLiteSparkJobOperator):
         self.max_deleted_rows_ratio = max_deleted_rows_ratio
         self.min_small_files = min_small_files
 
-    def _options(self, table_uri: str | None) -> dict[str, Any]:
+    def option_values(self) -> dict[str, Any]:
         return {
-            "where": optional_text(self.where),
-            "target_size": whole_number("target_size", self.target_size, table_uri),
-            "min_file_size": whole_number("min_file_size", self.min_file_size, table_uri),
-            "batch_size": whole_number("batch_size", self.batch_size, table_uri),
-            "max_deleted_rows_ratio": real_number("max_deleted_rows_ratio", self.max_deleted_rows_ratio, table_uri),
+            "where": self.where,
+            "target_size": self.target_size,
+            "min_file_size": self.min_file_size,
+            "batch_size": self.batch_size,
+            "max_deleted_rows_ratio": self.max_deleted_rows_ratio,
         }
 
-    def job_arguments(self, table_uri: str) -> list[str]:
-        options = self._options(table_uri)
-        at_least("min_small_files", whole_number("min_small_files", self.min_small_files, table_uri), 0, table_uri)
-        args: list[str] = []
-        for key, value in options.items():
-            if value is not None:
-                args.append(f"--{key.replace('_', '-')}={value}")
-        return args
+    def check_thresholds(self, table_uri: str | None) -> None:
+        threshold("min_small_files", self.min_small_files, table_uri)
 
     def has_threshold(self) -> bool:
         return optional_text(self.min_small_files) is not None
 
-    def plan(self, table: DeltaTable) -> tuple[dict[str, Any], str | None] | None:
-        stats = table.optimize(dry_run=True, **self._options(table.uri)).to_dict()
+    def plan(self, table: DeltaTable, options: OptimizeOptions) -> tuple[dict[str, Any], str | None] | None:
+        from airflow_provider_deltalite.maintenance.optimize import optimize
+
+        stats = optimize(table, dataclasses.replace(options, dry_run=True)).to_dict()
         files = stats["numFilesRemoved"]
-        threshold = whole_number("min_small_files", self.min_small_files, table.uri) or 0
+        minimum = threshold("min_small_files", self.min_small_files, table.uri) or 0
         if files == 0:
             return stats, "nothing to compact"
-        if files < threshold:
-            return stats, f"{files} files to compact, fewer than min_small_files={threshold}"
+        if files < minimum:
+            return stats, f"{files} files to compact, fewer than min_small_files={minimum}"
         return None

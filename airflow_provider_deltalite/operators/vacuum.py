@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
+import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_deltalite.operators.spark_job import (
-    DeltaLiteSparkJobOperator,
-    at_least,
-    flag,
-    real_number,
-    whole_number,
-)
+from airflow_provider_deltalite.maintenance.options import VacuumOptions, flag
+from airflow_provider_deltalite.operators.base import DeltaLiteSparkJobOperator, threshold
+
+try:
+    from airflow.exceptions import AirflowProviderDeprecationWarning as _Deprecation
+except ImportError:  # an Airflow without it
+    _Deprecation = DeprecationWarning  # type: ignore[assignment,misc]
 
 if TYPE_CHECKING:
     from airflow_provider_deltalite.table import DeltaTable
@@ -27,7 +29,9 @@ class VacuumOperator(DeltaLiteSparkJobOperator):
             168 hours unless set) (templated).
         dry_run: only list what would be deleted (``numFilesToDelete``, ``sizeOfDataToDelete``; ``filesToDelete``
             holds at most 1000 paths in XCom) (templated).
-        lite: take candidates from the log since the last VACUUM instead of listing storage (templated).
+        mode: ``"full"`` (list storage, the default) or ``"lite"`` (take candidates from the log since the last
+            VACUUM) (templated).
+        lite: deprecated, use ``mode="lite"``; true means ``mode="lite"``, false ``mode="full"`` (templated).
         enforce_retention_duration: refuse a retention shorter than the table's (default True) (templated).
         commit_log_entries: commit VACUUM START / VACUUM END to the table's log (default True) (templated).
         min_reclaimable_bytes: first list in this process (a dry run) and do nothing, starting no JVM, unless at
@@ -40,10 +44,12 @@ class VacuumOperator(DeltaLiteSparkJobOperator):
     """
 
     command = "vacuum"
+    options_class = VacuumOptions
     template_fields: Sequence[str] = (
         *DeltaLiteSparkJobOperator.template_fields,
         "retention_hours",
         "dry_run",
+        "mode",
         "lite",
         "enforce_retention_duration",
         "commit_log_entries",
@@ -55,66 +61,58 @@ class VacuumOperator(DeltaLiteSparkJobOperator):
         *,
         retention_hours: float | str | None = None,
         dry_run: bool | str = False,
-        lite: bool | str = False,
+        mode: str | None = None,
+        lite: bool | str | None = None,
         enforce_retention_duration: bool | str = True,
         commit_log_entries: bool | str = True,
         min_reclaimable_bytes: int | str | None = None,
         **kwargs: Any,
     ) -> None:
+        if lite is not None:
+            if mode is not None:
+                raise TypeError(f"{type(self).__name__} takes mode or the deprecated lite, not both")
+            warnings.warn(
+                f"{type(self).__name__}(lite=...) is deprecated and will be removed; use mode='lite' or mode='full'",
+                _Deprecation,
+                stacklevel=2,
+            )
         super().__init__(**kwargs)
         self.retention_hours = retention_hours
         self.dry_run = dry_run
+        self.mode = mode
         self.lite = lite
         self.enforce_retention_duration = enforce_retention_duration
         self.commit_log_entries = commit_log_entries
         self.min_reclaimable_bytes = min_reclaimable_bytes
 
-    def _options(self, table_uri: str | None) -> dict[str, Any]:
+    def option_values(self) -> dict[str, Any]:
+        mode = self.mode
+        if self.lite is not None:  # the deprecated spelling: rendered now, so a template decides it
+            mode = "lite" if flag("lite", self.lite) else "full"
         return {
-            "retention_hours": real_number("retention_hours", self.retention_hours, table_uri),
-            "dry_run": flag("dry_run", self.dry_run, table_uri),
-            "mode": "lite" if flag("lite", self.lite, table_uri) else "full",
-            "enforce_retention_duration": flag(
-                "enforce_retention_duration", self.enforce_retention_duration, table_uri
-            ),
-            "commit_log_entries": flag("commit_log_entries", self.commit_log_entries, table_uri),
+            "retention_hours": self.retention_hours,
+            "dry_run": self.dry_run,
+            "mode": mode,
+            "enforce_retention_duration": self.enforce_retention_duration,
+            "commit_log_entries": self.commit_log_entries,
         }
 
-    def _threshold(self, table_uri: str | None) -> int | None:
-        value = whole_number("min_reclaimable_bytes", self.min_reclaimable_bytes, table_uri)
-        at_least("min_reclaimable_bytes", value, 0, table_uri)
-        return value
-
-    def job_arguments(self, table_uri: str) -> list[str]:
-        options = self._options(table_uri)
-        self._threshold(table_uri)
-        args: list[str] = []
-        if options["retention_hours"] is not None:
-            args.append(f"--retain-hours={options['retention_hours']}")
-        if options["dry_run"]:
-            args.append("--dry-run")
-        if options["mode"] == "lite":
-            args.append("--lite")
-        if not options["enforce_retention_duration"]:
-            args.append("--no-retention-check")
-        if not options["commit_log_entries"]:
-            args.append("--no-commit-log-entries")
-        return args
+    def check_thresholds(self, table_uri: str | None) -> None:
+        threshold("min_reclaimable_bytes", self.min_reclaimable_bytes, table_uri)
 
     def has_threshold(self) -> bool:
-        return self._threshold(None) is not None
+        return threshold("min_reclaimable_bytes", self.min_reclaimable_bytes, None) is not None
 
-    def plan(self, table: DeltaTable) -> tuple[dict[str, Any], str | None] | None:
-        threshold = self._threshold(table.uri)
-        if threshold is None:
+    def plan(self, table: DeltaTable, options: VacuumOptions) -> tuple[dict[str, Any], str | None] | None:
+        minimum = threshold("min_reclaimable_bytes", self.min_reclaimable_bytes, table.uri)
+        if minimum is None:
             return None  # listing storage is the job's work; only a threshold makes it worth doing here first
-        options = self._options(table.uri)
-        dry_run = options.pop("dry_run")
-        options.pop("commit_log_entries")
-        stats = table.vacuum(dry_run=True, **options).to_dict()
-        if dry_run:
+        from airflow_provider_deltalite.maintenance.vacuum import vacuum
+
+        stats = vacuum(table, dataclasses.replace(options, dry_run=True)).to_dict()
+        if options.dry_run:
             return stats, None  # the dry run asked for is done
         size = stats["sizeOfDataToDelete"]
-        if size < threshold:
-            return stats, f"{size} bytes to delete, fewer than min_reclaimable_bytes={threshold}"
+        if size < minimum:
+            return stats, f"{size} bytes to delete, fewer than min_reclaimable_bytes={minimum}"
         return None

@@ -7,6 +7,7 @@ from AIRFLOW_CONN_* variables. No metadata database is needed: the end-to-end DA
 from __future__ import annotations
 
 import collections
+import itertools
 import json
 import os
 import subprocess
@@ -29,12 +30,13 @@ from airflow_provider_deltalite.executors.engine_zip import build_package_zip
 from airflow_provider_deltalite.hooks.deltalite import InvalidConnection
 from airflow_provider_deltalite.hooks.spark_submit import bundled_spark_submit, pyspark_home
 from airflow_provider_deltalite.maintenance.optimize_stats import OptimizeStats, camel_case
+from airflow_provider_deltalite.maintenance.options import OptimizeOptions, VacuumOptions, ZOrderOptions, column_names
 from airflow_provider_deltalite.maintenance.vacuum.stats import VacuumStats
+from airflow_provider_deltalite.operators.base import JOB_FILE, DeltaLiteJobFailed
 from airflow_provider_deltalite.operators.lineage import dataset_identity, run_facet_fields
 from airflow_provider_deltalite.operators.optimize import OptimizeOperator
-from airflow_provider_deltalite.operators.spark_job import JOB_FILE, DeltaLiteJobFailed
 from airflow_provider_deltalite.operators.vacuum import VacuumOperator
-from airflow_provider_deltalite.operators.zorder import ZOrderOperator, column_names
+from airflow_provider_deltalite.operators.zorder import ZOrderOperator
 from tests.moto_server import deltars_s3_options
 
 OPTIMIZE_KEYS = {camel_case(f.name) for f in fields(OptimizeStats)} - {"plan"} | {"skippedReason"}
@@ -165,14 +167,14 @@ def test_a_templated_value_that_renders_invalid_fails_with_one_line_and_commits_
 
 
 def test_zorder_column_lists_from_rendered_templates() -> None:
-    assert column_names(["a", " b"], None) == ["a", "b"]
-    assert column_names("a, b", None) == ["a", "b"]
-    assert column_names('["a", "b"]', None) == ["a", "b"]
-    assert column_names("['a', 'b']", None) == ["a", "b"]
+    assert column_names("columns", ["a", " b"]) == ["a", "b"]
+    assert column_names("columns", "a, b") == ["a", "b"]
+    assert column_names("columns", '["a", "b"]') == ["a", "b"]
+    assert column_names("columns", "['a', 'b']") == ["a", "b"]
     with pytest.raises(
         InvalidArgument, match=r"^table /t: columns must be a non-empty list of column names, got \[\]$"
     ):
-        column_names([], "/t")
+        ZOrderOptions.from_text({"columns": []}, "/t")
 
 
 def test_missing_deltalite_connection_and_unknown_spark_connection(tmp_path: Path) -> None:
@@ -218,14 +220,75 @@ def test_cluster_mode_needs_a_result_uri_and_names_the_result_per_task_instance(
     op.resolve({"ti": ti()})
     hook = op._get_hook()
     command = hook._build_spark_submit_command(JOB_FILE)
-    assert command[-4:] == [
+    assert command[-6:-2] == [
         "--table",
         "s3://lake/events",
         "--result",
         "s3://lake/_results/d/manual__2026-11-20T00_00_00_00_00/o.json",
     ]
+    assert command[-2:] == ["--options", OptimizeOptions().to_json()]  # the options as one JSON document
     assert command[command.index("--deploy-mode") + 1] == "cluster"
     op._cleanup()
+
+
+def test_vacuum_mode_is_templated_and_lite_is_a_deprecated_spelling_of_it() -> None:
+    op = _rendered(VacuumOperator(task_id="v", table_uri="/t", mode="{{ params.mode }}"), mode="LITE")
+    assert op.options("/t") == VacuumOptions(mode="lite")
+    assert VacuumOperator(task_id="v", table_uri="/t").options("/t") == VacuumOptions(mode="full")
+    with pytest.warns(DeprecationWarning, match=r"VacuumOperator\(lite=\.\.\.\) is deprecated"):
+        old = VacuumOperator(task_id="v", table_uri="/t", lite="{{ params.lite }}")
+    assert _rendered(old, lite="true").options("/t").mode == "lite"
+    with pytest.warns(DeprecationWarning):
+        assert VacuumOperator(task_id="v", table_uri="/t", lite=False).options("/t").mode == "full"
+    with pytest.warns(DeprecationWarning), pytest.raises(InvalidArgument, match=r"^table /t: lite must be true or"):
+        VacuumOperator(task_id="v", table_uri="/t", lite="maybe").options("/t")
+    with pytest.raises(InvalidArgument, match=r"^table /t: mode must be 'full' or 'lite', got 'half'$"):
+        VacuumOperator(task_id="v", table_uri="/t", mode="half").options("/t")
+    with pytest.raises(TypeError, match=r"^VacuumOperator takes mode or the deprecated lite, not both$"):
+        VacuumOperator(task_id="v", table_uri="/t", mode="lite", lite=True)
+
+
+def test_the_hook_gets_the_spark_submit_arguments_the_user_passed(monkeypatch: pytest.MonkeyPatch) -> None:
+    # never SparkSubmitOperator's private attributes: what the user passed (default_args included) and the rendered
+    # template fields
+    monkeypatch.setenv("AIRFLOW_CONN_LAKE", json.dumps({"conn_type": "deltalite", "host": "/lake"}))
+    op = ZOrderOperator(
+        task_id="z",
+        table_uri="events",
+        deltalite_conn_id="lake",
+        columns="{{ params.columns }}",
+        archives="env.tar.gz#environment",
+        py_files="{{ params.extra }}",
+        executor_memory="3g",
+        num_executors=4,
+        conf={"spark.x": "{{ params.x }}"},
+        default_args={"driver_memory": "2g", "executor_memory": "1g", "retries": 0},
+    )
+    _rendered(op, columns="a,b", extra="extra.zip", x="1")
+    op.resolve({})
+    hook = op._get_hook()
+    try:
+        command = hook._build_spark_submit_command(JOB_FILE)
+        flags = dict(itertools.pairwise(command))
+        assert (flags["--archives"], flags["--executor-memory"], flags["--driver-memory"]) == (
+            "env.tar.gz#environment",
+            "3g",
+            "2g",
+        )
+        assert (flags["--num-executors"], flags["--name"]) == ("4", "deltalite-zorder")
+        assert flags["--py-files"] == f"{build_package_zip()},extra.zip"
+        assert "spark.x=1" in command
+        assert command[command.index(JOB_FILE) + 1 :] == [
+            "zorder",
+            "--table",
+            "/lake/events",
+            "--result",
+            op._result,
+            "--options",
+            ZOrderOptions(columns=("a", "b")).to_json(),
+        ]
+    finally:
+        op._cleanup()
 
 
 def test_openlineage_names_and_run_facet() -> None:
@@ -366,7 +429,7 @@ def _group_alive(pgid: int) -> bool:
 
 def _driver_started(pgid: int) -> bool:
     # the Python driver the JVM launched (spark-submit's own command line names the job file too)
-    pattern = r"bin/python[0-9.]* \S*spark_job\.py"
+    pattern = r"bin/python[0-9.]* \S*jobs/driver\.py"
     out = subprocess.run(["pgrep", "-g", str(pgid), "-f", pattern], capture_output=True, text=True, check=False)
     return bool(out.stdout.split())
 
@@ -420,7 +483,7 @@ def test_two_tasks_building_the_engine_zip_at_once_get_one_valid_file(tmp_path: 
     assert [p.name for p in tmp_path.iterdir()] == [Path(path).name]  # no temporary leftovers
     with zipfile.ZipFile(path) as archive:
         assert archive.testzip() is None
-        assert "airflow_provider_deltalite/jobs/spark_job.py" in archive.namelist()
+        assert "airflow_provider_deltalite/jobs/driver.py" in archive.namelist()
 
 
 def test_a_shared_default_zip_directory_someone_else_can_write_is_refused(tmp_path: Path) -> None:

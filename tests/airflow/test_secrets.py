@@ -49,8 +49,8 @@ import pytest
 from airflow_provider_deltalite import DeltaTable
 from airflow_provider_deltalite.demo import FAST_JVM_CONF, create_small_file_table
 from airflow_provider_deltalite.hooks.spark_submit import bundled_spark_submit, pyspark_home
-from airflow_provider_deltalite.jobs.spark_job import STORAGE_OPTIONS_ENV
-from airflow_provider_deltalite.operators.spark_job import JOB_FILE
+from airflow_provider_deltalite.jobs.driver import STORAGE_OPTIONS_ENV
+from airflow_provider_deltalite.operators.base import JOB_FILE
 from tests.airflow.conftest import AirflowHome
 
 pytestmark = [pytest.mark.slow, pytest.mark.s3]

@@ -207,7 +207,7 @@ def spark_submit(master: str, args: list[str], env_extra: dict[str, str]) -> sub
     from airflow_provider_deltalite.executors.engine_zip import build_package_zip
 
     zip_path = build_package_zip()
-    job = Path(__file__).resolve().parents[2] / "airflow_provider_deltalite" / "jobs" / "spark_job.py"
+    job = Path(__file__).resolve().parents[2] / "airflow_provider_deltalite" / "jobs" / "driver.py"
     cmd = [
         str(spark_home() / "bin" / "spark-submit"),
         "--master",

@@ -25,7 +25,8 @@ from airflow_provider_deltalite.executors import LocalExecutor
 from airflow_provider_deltalite.executors.engine_zip import build_package_zip
 from airflow_provider_deltalite.executors.spark import SparkExecutor
 from airflow_provider_deltalite.executors.spark_errors import error_from_record, error_record, worker_exception
-from airflow_provider_deltalite.jobs import spark_job
+from airflow_provider_deltalite.jobs import driver
+from airflow_provider_deltalite.maintenance.options import OptimizeOptions, VacuumOptions, ZOrderOptions
 from tests.executors.spark_cluster import FAST_JVM_CONF, free_port
 from tests.helpers import CORPUS, copy_table
 
@@ -351,7 +352,7 @@ def _missing_table_message(path: Path) -> str:
 def test_job_on_a_missing_table_exits_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     missing = tmp_path / "missing"
     result = tmp_path / "out" / "stats.json"
-    code = spark_job.main(["optimize", "--table", str(missing), "--result", str(result)])
+    code = driver.main(["optimize", "--table", str(missing), "--result", str(result)])
     out, err = capsys.readouterr()
     assert (code, out) == (2, "")
     assert err == f"deltalite: error: {_missing_table_message(missing)}\n"
@@ -372,8 +373,61 @@ def test_job_on_a_missing_table_exits_2_with_one_line(tmp_path: Path, capsys: py
 def test_job_bad_arguments_exit_2_with_one_line(
     args: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert spark_job.main(["optimize", *args]) == 2
+    assert driver.main(["optimize", *args]) == 2
     assert capsys.readouterr() == ("", f"deltalite: error: {message}\n")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--options", '{"target_size": 5'],
+            "table {table}: optimize options are not valid JSON: Expecting ',' delimiter: line 1 column 18 (char 17)",
+        ),
+        (["--options", "[1]"], "table {table}: optimize options must be a JSON object"),
+        (["--options", '{"retention_hours": 1}'], "table {table}: unknown optimize option 'retention_hours'"),
+        (
+            ["--options", '{"target_size": "5 GB"}'],
+            "table {table}: target_size must be a positive number of bytes, got '5 GB'",
+        ),
+        (
+            ["--options", '{"dry_run": true}', "--target-size", "5", "--dry-run"],
+            "--options and option flags (--dry-run, --target-size) together: give the options one way",
+        ),
+    ],
+    ids=["bad-json", "not-an-object", "unknown-option", "bad-value", "options-and-flags"],
+)
+def test_job_bad_options_document_exits_2_with_one_line_before_opening_the_table(
+    tmp_path: Path, args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "missing"  # a missing table would fail later: the options are checked first
+    result = tmp_path / "out" / "stats.json"
+    assert driver.main(["optimize", "--table", str(missing), "--result", str(result), *args]) == 2
+    assert capsys.readouterr() == ("", f"deltalite: error: {message.format(table=missing)}\n")
+    assert not result.parent.exists()
+
+
+def test_job_options_document_and_flags_build_the_same_options() -> None:
+    def options(command: str, *arguments: str) -> Any:
+        args = driver.build_parser().parse_args([command, "--table", "/t", *arguments])
+        return driver.job_options(args, ["--table", "/t", *arguments])
+
+    expected = OptimizeOptions(target_size=5, dry_run=True, where="date = '2026-11-20'")
+    assert options("optimize", "--options", expected.to_json()) == expected
+    assert options("optimize", "--target-size", "5", "--dry-run", "--where", "date = '2026-11-20'") == expected
+    vacuum = VacuumOptions(retention_hours=0.5, mode="lite", enforce_retention_duration=False)
+    assert options("vacuum", "--options", vacuum.to_json()) == vacuum
+    # a flag at its default value is still a flag: the two ways are never mixed
+    assert driver.given_flags("vacuum", ["--table", "/t", "--mode", "full"]) == ["mode"]
+    assert driver.given_flags("vacuum", ["--table", "/t", "--options", "{}"]) == []
+
+
+def test_job_runs_with_an_options_document(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # a dry run of a missing table: the document was accepted, the table is what fails (no JVM starts)
+    missing = tmp_path / "missing"
+    options = ZOrderOptions(columns=("a", "b,c"), curve="hilbert", dry_run=True).to_json()
+    assert driver.main(["zorder", "--table", str(missing), "--options", options]) == 2
+    assert capsys.readouterr() == ("", f"deltalite: error: {_missing_table_message(missing)}\n")
 
 
 def test_job_never_prints_credentials(
@@ -382,12 +436,12 @@ def test_job_never_prints_credentials(
     missing = tmp_path / "missing"
     bad_json = tmp_path / "bad.json"
     bad_json.write_text(f'{{"key": "{SECRET_KEY}", "secret": {SECRET_VALUE}}}')
-    assert spark_job.main(["optimize", "--table", str(missing), "--storage-options-file", str(bad_json)]) == 2
+    assert driver.main(["optimize", "--table", str(missing), "--storage-options-file", str(bad_json)]) == 2
     first = capsys.readouterr()
     assert first == ("", f"deltalite: error: storage options file {bad_json} is not valid JSON (line 1, column 43)\n")
 
     monkeypatch.setenv("DELTALITE_STORAGE_OPTIONS", json.dumps([{"key": SECRET_KEY, "secret": SECRET_VALUE}]))
-    assert spark_job.main(["optimize", "--table", str(missing)]) == 2
+    assert driver.main(["optimize", "--table", str(missing)]) == 2
     second = capsys.readouterr()
     assert second == ("", "deltalite: error: $DELTALITE_STORAGE_OPTIONS must hold a JSON object, not list\n")
 
@@ -395,7 +449,7 @@ def test_job_never_prints_credentials(
     monkeypatch.setenv("DELTALITE_STORAGE_OPTIONS", json.dumps({"key": SECRET_KEY}))
     good = tmp_path / "options.json"
     good.write_text(json.dumps({"secret": SECRET_VALUE}))
-    assert spark_job.main(["optimize", "--table", str(missing), "--storage-options-file", str(good)]) == 2
+    assert driver.main(["optimize", "--table", str(missing), "--storage-options-file", str(good)]) == 2
     third = capsys.readouterr()
     assert third == ("", f"deltalite: error: {_missing_table_message(missing)}\n")
     for captured in (first, second, third):
@@ -407,19 +461,19 @@ def test_storage_options_file_wins_over_the_environment(tmp_path: Path) -> None:
     path = tmp_path / "options.json"
     path.write_text(json.dumps({"key": "from-file", "endpoint_url": "http://127.0.0.1:1"}))
     env = {"DELTALITE_STORAGE_OPTIONS": json.dumps({"key": "from-env", "secret": "s"})}
-    assert spark_job.load_storage_options(str(path), env) == {
+    assert driver.load_storage_options(str(path), env) == {
         "key": "from-file",
         "secret": "s",
         "endpoint_url": "http://127.0.0.1:1",
     }
-    assert spark_job.load_storage_options(None, {}) == {}
+    assert driver.load_storage_options(None, {}) == {}
 
 
 @pytest.mark.parametrize("how", ["file", "module"])
 def test_job_runs_as_a_file_and_as_a_module(how: str, tmp_path: Path) -> None:
     # spark-submit runs the application as a file: sys.path[0] is then the jobs directory, not the package's parent.
     missing = tmp_path / "missing"
-    target = [str(Path(spark_job.__file__))] if how == "file" else ["-m", "airflow_provider_deltalite.jobs.spark_job"]
+    target = [str(Path(driver.__file__))] if how == "file" else ["-m", "airflow_provider_deltalite.jobs.driver"]
     proc = subprocess.run(
         [sys.executable, *target, "optimize", "--table", str(missing)],
         cwd=tmp_path,
@@ -436,7 +490,7 @@ def test_job_optimizes_a_table_and_writes_the_result(
 ) -> None:
     table = copy_table("delta-kernel-defaults/basic-with-checkpoint", tmp_path / "table")
     result = tmp_path / "results" / "optimize.json"
-    code = spark_job.main(["optimize", "--table", str(table), "--result", str(result)])
+    code = driver.main(["optimize", "--table", str(table), "--result", str(result)])
     out, err = capsys.readouterr()
     assert code == 0, err
     lines = out.splitlines()

@@ -16,7 +16,7 @@ import pytest
 from airflow_provider_deltalite import DeltaTable
 from airflow_provider_deltalite.executors import LocalExecutor
 from airflow_provider_deltalite.executors.spark import SparkExecutor
-from airflow_provider_deltalite.jobs import spark_job
+from airflow_provider_deltalite.jobs import driver
 from airflow_provider_deltalite.maintenance.vacuum import vacuum
 from tests.executors.spark_cluster import spark_submit
 
@@ -74,7 +74,7 @@ def test_spark_tasks_list_and_delete_exactly_as_the_local_executor(spark_local: 
 def test_the_spark_job_runs_vacuum_in_the_running_session(spark_local: SparkExecutor, tmp_path: Path, capsys) -> None:
     path = _table(tmp_path / "t")
     result = tmp_path / "result.json"
-    code = spark_job.main(
+    code = driver.main(
         [
             "vacuum",
             "--table",
@@ -90,7 +90,7 @@ def test_the_spark_job_runs_vacuum_in_the_running_session(spark_local: SparkExec
     stats = json.loads(result.read_text())
     assert (stats["executor"], stats["mode"], stats["objectsDeleted"]) == ("spark", "FULL", 12)
     assert capsys.readouterr().out == f"DELTALITE_RESULT {json.dumps(stats)}\n"
-    assert spark_job.main(["vacuum", "--table", str(path), "--retention-hours", "1"]) == 2
+    assert driver.main(["vacuum", "--table", str(path), "--retention-hours", "1"]) == 2
     assert "shorter than the table's delta.deletedFileRetentionDuration" in capsys.readouterr().err
 
 

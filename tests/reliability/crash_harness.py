@@ -2,7 +2,7 @@
 
 Each kill prepares a fresh copy of a small table (written by delta-rs 1.6.3, or a Spark-written corpus table), reads
 its rows with delta-rs, and starts the operation in a child process: the ``deltalite`` CLI (local executor) or
-``spark-submit`` running the job (`jobs/spark_job.py`, engine zip, ``local[2]``). The child dies by SIGKILL either
+``spark-submit`` running the job (`jobs/driver.py`, engine zip, ``local[2]``). The child dies by SIGKILL either
 at a named crash point (``DELTALITE_CRASH_AT``, see `engine.crash_points`) or after a random delay, uniform over
 the duration of an unkilled run of the same operation on the same table. After the kill:
 
@@ -556,7 +556,7 @@ class SparkRunner:
 
         self.local_dir = workdir / "spark-local"
         self.local_dir.mkdir(parents=True, exist_ok=True)
-        job = REPO / "airflow_provider_deltalite" / "jobs" / "spark_job.py"
+        job = REPO / "airflow_provider_deltalite" / "jobs" / "driver.py"
         self.command = [
             str(spark_home() / "bin" / "spark-submit"),
             "--master",
@@ -638,7 +638,7 @@ class SparkRunner:
 
 
 def _driver_pid(pgid: int) -> int | None:
-    """The pid of the Python process running spark_job.py in process group ``pgid`` (from /proc)."""
+    """The pid of the Python process running driver.py in process group ``pgid`` (from /proc)."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -650,7 +650,7 @@ def _driver_pid(pgid: int) -> int | None:
         fields = stat[stat.rfind(")") + 2 :].split()
         if int(fields[2]) != pgid or len(cmdline) < 2:
             continue
-        if b"python" in os.path.basename(cmdline[0]) and cmdline[1].endswith(b"spark_job.py"):
+        if b"python" in os.path.basename(cmdline[0]) and cmdline[1].endswith(b"jobs/driver.py"):
             return int(entry)
     return None
 

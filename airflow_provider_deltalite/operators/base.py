@@ -2,14 +2,18 @@
 
 What it adds to the Spark provider's operator, shared by `OptimizeOperator`, `ZOrderOperator` and `VacuumOperator`:
 
-- the application is the job entry point (`airflow_provider_deltalite/jobs/spark_job.py`), and ``--py-files`` the
+- the application is the job entry point (`airflow_provider_deltalite/jobs/driver.py`), and ``--py-files`` the
   engine zip built from the installed package, cached by content hash (`executors.engine_zip.build_package_zip`);
 - the table URI and storage options come from a ``deltalite`` connection (`DeltaLiteHook`); credentials reach the
   driver only through the spark-submit process environment (local and client mode) or a file readable only by this
   user, shipped with ``--files`` and deleted afterwards (cluster mode): never through the command line;
-- before a JVM starts, the operation is planned in this process (a dry run of the same maintenance function): bad
-  arguments fail in a second with the engine's error, and when there is nothing worth doing the plan's stats are
-  returned without starting Spark;
+- the templated arguments become the operation's options object (`maintenance.options`, ``from_text``: one error
+  naming the argument and the table), which the job receives as one JSON document (``--options``);
+- before a JVM starts, the operation is planned in this process (a dry run of the same maintenance function with the
+  same options): bad arguments fail in a second with the engine's error, and when there is nothing worth doing the
+  plan's stats are returned without starting Spark;
+- the hook is built from the SparkSubmitOperator arguments the user passed (recorded here) and the rendered template
+  fields, never from SparkSubmitOperator's private attributes, so a newer Spark provider's arguments pass through;
 - the job writes its stats JSON to a result location (a private temp file when the driver runs here, ``result_uri``
   in cluster mode) which the operator reads, deletes and returns as a plain dict (XCom ``return_value``);
 - a failed job fails the task with one line: the driver's ``deltalite: error: ...`` when it printed one.
@@ -20,6 +24,7 @@ compact, and a retried VACUUM deletes what is still there.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
@@ -30,6 +35,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.providers.common.compat.sdk import mask_secret
 
@@ -42,19 +48,24 @@ from airflow_provider_deltalite.hooks.spark_submit import (
     ERROR_PREFIX,
     DeltaLiteSparkSubmitHook,
 )
-from airflow_provider_deltalite.jobs import spark_job
+from airflow_provider_deltalite.jobs import driver
+from airflow_provider_deltalite.maintenance.options import MaintenanceOptions, optional_text, whole_number
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
 
     from airflow_provider_deltalite.table import DeltaTable
 
-JOB_FILE = str(Path(spark_job.__file__).resolve())
-STORAGE_OPTIONS_ENV = spark_job.STORAGE_OPTIONS_ENV
+JOB_FILE = str(Path(driver.__file__).resolve())
+STORAGE_OPTIONS_ENV = driver.STORAGE_OPTIONS_ENV
 # Dry-run file lists are capped in XCom: it lives in the metadata database.
 XCOM_FILE_LIST_LIMIT = 1000
 _EXIT_CODE = re.compile(r"Error code is: (-?\d+)")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=-]+")
+# SparkSubmitHook's public constructor arguments: the SparkSubmitOperator arguments that reach the hook.
+HOOK_ARGUMENTS = frozenset(inspect.signature(SparkSubmitHook.__init__).parameters) - {"self"}
+# ...except those the operator decides itself.
+_OPERATOR_ARGUMENTS = frozenset({"conn_id", "application_args"})
 
 
 class DeltaLiteJobFailed(DeltaLiteError):
@@ -62,65 +73,20 @@ class DeltaLiteJobFailed(DeltaLiteError):
     is the driver's one-line error when it printed one, otherwise spark-submit's exit code and last line of output."""
 
 
-# -- rendered template values ------------------------------------------------------------------------------------
-# Jinja renders to strings unless the DAG renders native objects, so every templated value is converted here, with
-# one error naming the argument. Ranges are the engine's to check (in the dry run), so its messages stay the only ones.
-
-
-def optional_text(value: Any) -> str | None:
-    """A string argument; None, "" and a rendered "None" mean unset."""
-    if value is None:
-        return None
-    text = str(value).strip()
-    return None if text in ("", "None") else text
-
-
-def whole_number(name: str, value: Any, table_uri: str | None) -> int | None:
-    """An integer argument (an int, or a string or float holding one); None/""/"None" mean unset."""
-    if isinstance(value, bool):
-        raise InvalidArgument(f"{name} must be a whole number, got {value!r}", table_uri)
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    text = optional_text(value)
-    if text is None:
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        raise InvalidArgument(f"{name} must be a whole number, got {text!r}", table_uri) from None
-
-
-def real_number(name: str, value: Any, table_uri: str | None) -> float | None:
-    """A number argument; None/""/"None" mean unset."""
-    if isinstance(value, bool):
-        raise InvalidArgument(f"{name} must be a number, got {value!r}", table_uri)
-    if isinstance(value, int | float):
-        return float(value)
-    text = optional_text(value)
-    if text is None:
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        raise InvalidArgument(f"{name} must be a number, got {text!r}", table_uri) from None
-
-
-def flag(name: str, value: Any, table_uri: str | None) -> bool:
-    """A boolean argument: a bool, or a rendered "true"/"false" (any case)."""
-    if isinstance(value, bool):
-        return value
-    text = optional_text(value)
-    if text is not None and text.lower() in ("true", "false"):
-        return text.lower() == "true"
-    raise InvalidArgument(f"{name} must be true or false, got {value!r}", table_uri)
-
-
 def at_least(name: str, value: int | float | None, minimum: float, table_uri: str | None) -> None:
     """Range check of an operator-only argument (thresholds the engine does not know)."""
     if value is not None and value < minimum:
         raise InvalidArgument(f"{name} must be at least {minimum:g}, got {value!r}", table_uri)
+
+
+def threshold(name: str, value: Any, table_uri: str | None) -> int | None:
+    """An operator-only threshold (a rendered whole number, at least 0), or None when unset."""
+    try:
+        number = whole_number(name, value)
+    except InvalidArgument as exc:
+        raise InvalidArgument(exc.problem, table_uri) from None
+    at_least(name, number, 0, table_uri)
+    return number
 
 
 def result_name(context: Mapping[str, Any]) -> str:
@@ -138,7 +104,7 @@ def result_name(context: Mapping[str, Any]) -> str:
 
 
 class DeltaLiteSparkJobOperator(SparkSubmitOperator):
-    """Base of the deltalite operators: runs ``spark_job.py <command>`` on a table with spark-submit.
+    """Base of the deltalite operators: runs ``driver.py <command>`` on a table with spark-submit.
 
     Args:
         table_uri: the table: an absolute path or URI, or a path relative to the connection's base URI (templated).
@@ -160,6 +126,7 @@ class DeltaLiteSparkJobOperator(SparkSubmitOperator):
     """
 
     command: ClassVar[str] = ""
+    options_class: ClassVar[type[MaintenanceOptions]] = MaintenanceOptions
     template_fields: Sequence[str] = (
         *SparkSubmitOperator.template_fields,
         "table_uri",
@@ -186,6 +153,14 @@ class DeltaLiteSparkJobOperator(SparkSubmitOperator):
             if reserved in kwargs:
                 hint = " (use spark_conn_id)" if reserved == "conn_id" else ""
                 raise TypeError(f"{type(self).__name__} sets {reserved} itself{hint}")
+        # The hook's arguments as the user gave them, with default_args filled in as Airflow fills them in for
+        # SparkSubmitOperator's own signature; the templated ones are read from the rendered fields instead.
+        default_args = kwargs.get("default_args") or {}
+        self.spark_submit_arguments: dict[str, Any] = {
+            key: kwargs[key] if key in kwargs else default_args[key]
+            for key in HOOK_ARGUMENTS - _OPERATOR_ARGUMENTS
+            if key in kwargs or key in default_args
+        }
         super().__init__(
             application=JOB_FILE, conn_id=spark_conn_id, name=name or f"deltalite-{self.command}", **kwargs
         )
@@ -199,25 +174,38 @@ class DeltaLiteSparkJobOperator(SparkSubmitOperator):
         self.resolved_table_uri: str | None = None
         self.stats: dict[str, Any] | None = None
         self._storage_options: dict[str, Any] = {}
-        self._job_arguments: list[str] = []
+        self._options: MaintenanceOptions | None = None
+        self._spark_conn_id = DEFAULT_SPARK_CONN_ID
+        self._submit_hook: DeltaLiteSparkSubmitHook | None = None
         self._scratch: str | None = None
         self._result: str | None = None
         self._context: Mapping[str, Any] = {}
 
     # -- what subclasses provide --------------------------------------------------------------------------------
 
-    def job_arguments(self, table_uri: str) -> list[str]:
-        """The job's subcommand options from the (rendered) operator arguments; raises InvalidArgument."""
+    def option_values(self) -> dict[str, Any]:
+        """The (rendered) operator arguments that are options of the operation, by option name."""
         raise NotImplementedError
 
-    def plan(self, table: DeltaTable) -> tuple[dict[str, Any], str | None] | None:
-        """Plan in process: ``(stats, reason)`` to return without starting Spark (``reason`` None when the plan
-        itself is the answer, e.g. a dry run), or None to run the job."""
+    def check_thresholds(self, table_uri: str | None) -> None:
+        """Convert and check the operator-only skip thresholds; raises InvalidArgument."""
+
+    def plan(self, table: DeltaTable, options: Any) -> tuple[dict[str, Any], str | None] | None:
+        """Plan in process with the job's ``options``: ``(stats, reason)`` to return without starting Spark
+        (``reason`` None when the plan itself is the answer, e.g. a dry run), or None to run the job."""
         return None
 
     def has_threshold(self) -> bool:
         """True when a skip threshold is set: `plan` then runs even with ``preflight=False``."""
         return False
+
+    def options(self, table_uri: str | None) -> MaintenanceOptions:
+        """The operation's options object from the rendered arguments; raises InvalidArgument naming the table."""
+        try:
+            values = self.option_values()
+        except InvalidArgument as exc:
+            raise InvalidArgument(exc.problem, table_uri) from None
+        return self.options_class.from_text(values, table_uri)
 
     # -- execution ----------------------------------------------------------------------------------------------
 
@@ -227,7 +215,7 @@ class DeltaLiteSparkJobOperator(SparkSubmitOperator):
         if self.preflight or self.has_threshold():
             from airflow_provider_deltalite.table import DeltaTable
 
-            decided = self.plan(DeltaTable(uri, storage_options=self._storage_options))
+            decided = self.plan(DeltaTable(uri, storage_options=self._storage_options), self._options)
             if decided is not None:
                 return self._finish(*decided)
         try:
@@ -249,55 +237,35 @@ class DeltaLiteSparkJobOperator(SparkSubmitOperator):
             InvalidConnection: the deltalite connection is missing or malformed.
             InvalidArgument: an argument does not convert to its type.
         """
-        self._hook = None  # every execution resolves the Spark connection afresh
         self._context = context
-        self._conn_id = optional_text(self.spark_conn_id) or DEFAULT_SPARK_CONN_ID
+        self._spark_conn_id = optional_text(self.spark_conn_id) or DEFAULT_SPARK_CONN_ID
         hook = DeltaLiteHook(optional_text(self.deltalite_conn_id))
         uri = hook.resolve_table_uri(optional_text(self.table_uri))
         self.resolved_table_uri = uri
         self._storage_options = hook.get_storage_options(uri)
-        self._job_arguments = self.job_arguments(uri)
+        self._options = self.options(uri)
+        self.check_thresholds(uri)
         return uri
 
+    def hook_arguments(self) -> dict[str, Any]:
+        """SparkSubmitHook's arguments: those the user passed, the rendered template fields, and the Spark
+        connection; the operator adds the engine zip, the application arguments and the credentials route."""
+        arguments = dict(self.spark_submit_arguments)
+        for field in SparkSubmitOperator.template_fields:
+            if field in HOOK_ARGUMENTS and field not in _OPERATOR_ARGUMENTS:
+                arguments[field] = getattr(self, field)  # rendered (conf also carries the OpenLineage injection)
+        arguments["conn_id"] = self._spark_conn_id
+        return arguments
+
     def _get_hook(self) -> DeltaLiteSparkSubmitHook:
-        """The Spark provider's hook arguments, plus the engine zip, the job arguments and the credentials route."""
+        """The hook SparkSubmitOperator runs: built from `hook_arguments`, plus the engine zip, the job arguments and
+        the credentials route. SparkSubmitOperator makes its hook here and nowhere else; this override reads none of
+        its attributes, so what it passes to its own hook cannot go missing here."""
         zip_path = build_package_zip(self.engine_zip_dir)
-        hook = DeltaLiteSparkSubmitHook(
-            conf=self.conf,
-            conn_id=self._conn_id,
-            files=self.files,
-            py_files=",".join(p for p in (zip_path, self.py_files) if p),
-            archives=self._archives,
-            driver_class_path=self.driver_class_path,
-            jars=self.jars,
-            java_class=self._java_class,
-            packages=self.packages,
-            exclude_packages=self.exclude_packages,
-            repositories=self._repositories,
-            total_executor_cores=self._total_executor_cores,
-            executor_cores=self._executor_cores,
-            executor_memory=self._executor_memory,
-            driver_memory=self._driver_memory,
-            keytab=self.keytab,
-            principal=self.principal,
-            proxy_user=self.proxy_user,
-            name=self.name,
-            num_executors=self._num_executors,
-            status_poll_interval=self._status_poll_interval,
-            application_args=None,
-            env_vars=self.env_vars,
-            verbose=self._verbose,
-            spark_binary=self._spark_binary,
-            properties_file=self.properties_file,
-            yarn_queue=self._yarn_queue,
-            deploy_mode=self._deploy_mode,
-            use_krb5ccache=self._use_krb5ccache,
-            post_submit_commands=self.post_submit_commands,
-            track_driver_via_k8s_api=self._track_driver_via_k8s_api,
-            yarn_track_via_rm_api=self._yarn_track_via_rm_api,
-            yarn_rm_auth=self._yarn_rm_auth,
-            pyspark_python=optional_text(self.pyspark_python),
-        )
+        arguments = self.hook_arguments()
+        arguments["py_files"] = ",".join(p for p in (zip_path, arguments.get("py_files")) if p)
+        hook = DeltaLiteSparkSubmitHook(**arguments, pyspark_python=optional_text(self.pyspark_python))
+        self._submit_hook = hook
         uri = self.resolved_table_uri
         self._scratch = tempfile.mkdtemp(prefix="deltalite-job-")  # 0700: results and credentials of this run
         result_base = optional_text(self.result_uri)
@@ -312,8 +280,9 @@ class DeltaLiteSparkJobOperator(SparkSubmitOperator):
             if result_base
             else os.path.join(self._scratch, "result.json")
         )
-        args = [self.command, "--table", uri or "", "--result", self._result, *self._job_arguments]
-        files = self.files
+        assert self._options is not None  # resolve() ran
+        args = [self.command, "--table", uri or "", "--result", self._result, "--options", self._options.to_json()]
+        files = arguments.get("files")
         process_env: dict[str, str] = {}
         if self._storage_options:
             text = json.dumps(self._storage_options)
@@ -337,7 +306,7 @@ class DeltaLiteSparkJobOperator(SparkSubmitOperator):
         """Stop the Spark application (the whole spark-submit process group, and the driver on a cluster), then
         delete this run's credentials and result files."""
         try:
-            if self._hook is not None:
+            if self._submit_hook is not None:
                 super().on_kill()
         finally:
             self._cleanup()
@@ -369,7 +338,7 @@ class DeltaLiteSparkJobOperator(SparkSubmitOperator):
         return stats
 
     def _failure(self, exc: BaseException) -> DeltaLiteError:
-        hook = self._hook if isinstance(self._hook, DeltaLiteSparkSubmitHook) else None
+        hook = self._submit_hook
         if hook is not None and hook.error_lines:
             line = hook.error_lines[-1][len(ERROR_PREFIX) :]
             # The driver names the table as this operator does: keep one "table ...:" prefix, ours.
@@ -425,8 +394,5 @@ __all__ = [
     "DeltaLiteSparkJobOperator",
     "InvalidConnection",
     "at_least",
-    "flag",
-    "optional_text",
-    "real_number",
-    "whole_number",
+    "threshold",
 ]

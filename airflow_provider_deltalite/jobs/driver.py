@@ -1,21 +1,29 @@
 """The spark-submit application: run one maintenance operation with the Spark executor and report its stats.
 
-spark-submit runs this file as the application (the engine zip from `jobs.engine_zip` goes with ``--py-files``);
-``python -m airflow_provider_deltalite.jobs.spark_job`` runs the same code on a local Spark. Usage::
+spark-submit runs this file as the application (the engine zip from `executors.engine_zip` goes with ``--py-files``);
+``python -m airflow_provider_deltalite.jobs.driver`` runs the same code on a local Spark. Usage::
 
-    spark_job.py optimize --table s3://bucket/events --target-size 268435456 --result s3://bucket/results/1.json
+    driver.py optimize --table s3://bucket/events --options '{"target_size": 268435456}' \
+        --result s3://bucket/results/1.json
+
+``--options`` is the operation's options object as one JSON document (`OptimizeOptions.to_json`, what the operators
+send). A person running the job by hand may give the options as flags instead (``--target-size 268435456``, the
+words of the ``deltalite`` CLI, `cli.arguments`); ``--options`` and those flags together are an error.
 
 The stats are written as JSON to ``--result`` (a local path or any fsspec URI; the table's storage options apply
 when it is on the same store) and printed on stdout as one line ``DELTALITE_RESULT <json>``. Storage options
 (credentials) come only from ``--storage-options-file`` (a JSON object) or the environment variable
 ``DELTALITE_STORAGE_OPTIONS`` (JSON; the file's keys win): never from the command line, which spark-submit, the
-Spark UI and process listings all show. A deltalite error prints one line on stderr and exits with 2.
+Spark UI and process listings all show. A deltalite error, or a bad argument or options document, prints one line
+on stderr and exits with 2 before anything is written.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
+import io
 import json
 import os
 import sys
@@ -42,6 +50,13 @@ from airflow_provider_deltalite.cli.arguments import (
     zorder_options,
 )
 from airflow_provider_deltalite.engine import DeltaLiteError
+from airflow_provider_deltalite.engine.storage import normalize_table_uri
+from airflow_provider_deltalite.maintenance.options import (
+    MaintenanceOptions,
+    OptimizeOptions,
+    VacuumOptions,
+    ZOrderOptions,
+)
 from airflow_provider_deltalite.table import DeltaTable
 
 if TYPE_CHECKING:
@@ -53,6 +68,8 @@ if TYPE_CHECKING:
 EXIT_ERROR = 2
 RESULT_MARKER = "DELTALITE_RESULT"
 STORAGE_OPTIONS_ENV = "DELTALITE_STORAGE_OPTIONS"
+# The arguments every subcommand has; the rest are the operation's option flags.
+COMMON_DESTS = frozenset({"command", "table", "result", "storage_options_file", "options"})
 
 
 class BadInput(ValueError):
@@ -66,46 +83,64 @@ class _Parser(argparse.ArgumentParser):
 
 @dataclass(frozen=True)
 class Command:
-    """A subcommand: its arguments and the maintenance call (returning stats with ``to_dict()``)."""
+    """A subcommand: its options class, its option flags and how they build the options, and the maintenance call
+    (returning stats with ``to_dict()``)."""
 
     help: str
+    options_class: type[MaintenanceOptions]
     add_arguments: Callable[[argparse.ArgumentParser], None]
-    run: Callable[[argparse.Namespace, DeltaTable, Executor], Any]
+    options_from_flags: Callable[[argparse.Namespace, str | None], MaintenanceOptions]
+    run: Callable[[DeltaTable, Any, Executor], Any]
 
 
-def _run_optimize(args: argparse.Namespace, table: DeltaTable, executor: Executor) -> Any:
+def _run_optimize(table: DeltaTable, options: OptimizeOptions, executor: Executor) -> Any:
     from airflow_provider_deltalite.maintenance.optimize import optimize
 
-    return optimize(table, optimize_options(args, table.uri), executor=executor)
+    return optimize(table, options, executor=executor)
 
 
-def _run_zorder(args: argparse.Namespace, table: DeltaTable, executor: Executor) -> Any:
+def _run_zorder(table: DeltaTable, options: ZOrderOptions, executor: Executor) -> Any:
     from airflow_provider_deltalite.maintenance.clustering.zorder import zorder
 
-    return zorder(table, zorder_options(args, table.uri), executor=executor)
+    return zorder(table, options, executor=executor)
 
 
-def _run_vacuum(args: argparse.Namespace, table: DeltaTable, executor: Executor) -> Any:
+def _run_vacuum(table: DeltaTable, options: VacuumOptions, executor: Executor) -> Any:
     from airflow_provider_deltalite.maintenance.vacuum import vacuum
 
-    return vacuum(table, vacuum_options(args, table.uri), executor=executor)
+    return vacuum(table, options, executor=executor)
 
 
 # Later subcommands add an entry here.
 COMMANDS: dict[str, Command] = {
-    "optimize": Command("compact small files into larger ones", add_optimize_arguments, _run_optimize),
-    "zorder": Command("cluster files along a Z-order or Hilbert curve", add_zorder_arguments, _run_zorder),
-    "vacuum": Command("delete files the table no longer references", add_vacuum_arguments, _run_vacuum),
+    "optimize": Command(
+        "compact small files into larger ones", OptimizeOptions, add_optimize_arguments, optimize_options, _run_optimize
+    ),
+    "zorder": Command(
+        "cluster files along a Z-order or Hilbert curve",
+        ZOrderOptions,
+        add_zorder_arguments,
+        zorder_options,
+        _run_zorder,
+    ),
+    "vacuum": Command(
+        "delete files the table no longer references", VacuumOptions, add_vacuum_arguments, vacuum_options, _run_vacuum
+    ),
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser; every subcommand takes ``--table``, ``--result`` and ``--storage-options-file``."""
-    parser = _Parser(prog="spark_job", description="deltalite maintenance job for spark-submit")
+def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    parser = _Parser(prog="driver", description="deltalite maintenance job for spark-submit")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    subparsers = {}
     for name, command in COMMANDS.items():
-        p = sub.add_parser(name, help=command.help, description=command.help)
+        p = subparsers[name] = sub.add_parser(name, help=command.help, description=command.help)
         p.add_argument("--table", required=True, metavar="URI", help="the Delta table (path or fsspec URI)")
+        p.add_argument(
+            "--options",
+            metavar="JSON",
+            help=f"the {command.options_class.__name__} as one JSON object (instead of the option flags)",
+        )
         p.add_argument("--result", metavar="URI", help="where to write the stats JSON (path or fsspec URI)")
         p.add_argument(
             "--storage-options-file",
@@ -113,7 +148,46 @@ def build_parser() -> argparse.ArgumentParser:
             help=f"JSON object of fsspec storage options (also read from ${STORAGE_OPTIONS_ENV})",
         )
         command.add_arguments(p)
-    return parser
+    return parser, subparsers
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser; every subcommand takes ``--table``, ``--options``, ``--result`` and
+    ``--storage-options-file``, and its operation's option flags."""
+    return _parsers()[0]
+
+
+def given_flags(command: str, arguments: Sequence[str]) -> list[str]:
+    """The option flags (by destination) among a subcommand's ``arguments``, whatever their values.
+
+    Comparing parsed values with the defaults cannot tell ``--mode full`` from no flag, so the arguments are parsed
+    again into a namespace pre-filled with a marker: argparse sets a default only where a name is not set yet.
+    """
+    parser = _parsers()[1][command]
+    dests = set(vars(parser.parse_args(["--table", "-"]))) - COMMON_DESTS
+    unset = object()
+    probe = argparse.Namespace(**dict.fromkeys(dests, unset))
+    with contextlib.redirect_stderr(io.StringIO()):  # a deprecated spelling warned in the first parse already
+        parser.parse_args(arguments, namespace=probe)
+    return sorted(dest for dest in dests if getattr(probe, dest) is not unset)
+
+
+def job_options(args: argparse.Namespace, arguments: Sequence[str]) -> MaintenanceOptions:
+    """The options object of the parsed job: from ``--options`` (JSON) or from the option flags.
+
+    Raises:
+        BadInput: ``--options`` and option flags together.
+        InvalidArgument: the document or a flag's value is not a valid option (naming the field and the table).
+    """
+    command = COMMANDS[args.command]
+    table_uri = normalize_table_uri(args.table)
+    if args.options is None:
+        return command.options_from_flags(args, table_uri)
+    flags = given_flags(args.command, arguments)
+    if flags:
+        names = ", ".join("--" + dest.replace("_", "-") for dest in flags)
+        raise BadInput(f"--options and option flags ({names}) together: give the options one way")
+    return command.options_class.from_json(args.options, table_uri)
 
 
 def _options_object(text: str, source: str) -> dict[str, Any]:
@@ -184,6 +258,7 @@ def _error(message: str) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the job; returns 0 on success and 2 on bad input or a deltalite error (one line on stderr)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
         args = build_parser().parse_args(argv)
     except BadInput as exc:
@@ -192,11 +267,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else 0
     command = COMMANDS[args.command]
     try:
+        # the subcommand is argv's first word: the top-level parser has no options of its own
+        options = job_options(args, argv[1:])  # a bad document fails here, before the table is opened
         table = DeltaTable(args.table, storage_options=load_storage_options(args.storage_options_file))
         table.latest_version()  # a missing table fails here, before a JVM starts
         executor, owned_session = _spark_executor(f"deltalite {args.command}")
         try:
-            stats = command.run(args, table, executor)
+            stats = command.run(table, options, executor)
         finally:
             executor.close()
             if owned_session is not None:
