@@ -41,7 +41,8 @@ def cmd_demo(args: argparse.Namespace) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The `deltalite` argument parser: one subcommand per command, each with its handler as ``func``."""
-    common = argparse.ArgumentParser(add_help=False)
+    # A Parser like the subcommands it is a parent of (argparse copies its arguments; it never parses itself).
+    common = Parser(add_help=False)
     common.add_argument("--json", action="store_true", help="print exactly one JSON document on stdout")
     common.add_argument(
         "--storage-option", action="append", metavar="KEY=VALUE", help="fsspec storage option (repeatable)"

@@ -6,6 +6,7 @@ import argparse
 import math
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from airflow_provider_deltalite.maintenance.executor import Executor
 from airflow_provider_deltalite.table import DeltaTable
@@ -16,7 +17,7 @@ EXIT_ERROR = 2
 class Parser(argparse.ArgumentParser):
     """An argument parser whose errors are one line on stderr (argparse prints the usage block)."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         sys.stderr.write(f"deltalite: error: {message}\n")
         raise SystemExit(EXIT_ERROR)
 

@@ -275,7 +275,7 @@ def _parse_commits_slowly(
 def _dicts_to_table(rows: list[dict], struct_type: pa.StructType, *, with_tags: bool) -> pa.Table:
     columns = {}
     for f in struct_type:
-        values = [r.get(f.name) for r in rows]
+        values: list[Any] = [r.get(f.name) for r in rows]
         if f.name == "partitionValues":
             values = [{k: (None if (v or {}).get(k) is None else str(v[k])) for k in f.type.names} for v in values]
         if f.name == "size" or f.name in ("modificationTime", "deletionTimestamp"):

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from airflow_provider_deltalite.engine import actions as A
 from airflow_provider_deltalite.engine.commit_file import clean_commit_bytes, commit_lines
@@ -123,6 +123,13 @@ def parse_winning_commit(version: int, data: bytes, table_uri: str | None) -> Wi
     return WinningCommit(version, commit_info, adds, removes, protocol, metadata, app_ids, domains)
 
 
+class _WinnerDetails(TypedDict):
+    """The keyword arguments every ConcurrentModification raised here carries."""
+
+    winning_version: int
+    winning_operation: str | None
+
+
 def check_winning_commit(
     read: ReadSet,
     own: OwnChanges,
@@ -134,7 +141,7 @@ def check_winning_commit(
 
     ``resolve`` turns a path as written in the log into the key the read set uses.
     """
-    where = {"winning_version": winner.version, "winning_operation": winner.operation}
+    where: _WinnerDetails = {"winning_version": winner.version, "winning_operation": winner.operation}
     if winner.protocol is not None:
         raise ProtocolChanged("the protocol changed since this transaction read the table", table_uri, **where)
     if winner.metadata is not None:

@@ -115,7 +115,7 @@ def _z85_padded_tail(group: bytes, text: str) -> bytes:
     return value.to_bytes(n_bytes, "big")
 
 
-def dv_absolute_path(table_root: str, storage_type: str, path_or_inline_dv: str) -> str:
+def dv_absolute_path(table_root: str, storage_type: object, path_or_inline_dv: object) -> str:
     """Resolve where an on-disk deletion vector lives.
 
     Args:
@@ -172,7 +172,7 @@ def decode_roaring_portable_64(buf: bytes | memoryview) -> np.ndarray:
     return _decode_portable_64(memoryview(buf).cast("B"), "")
 
 
-def decode_dv_bytes(raw: bytes, *, expected_cardinality: int | None = None, where: str = "") -> np.ndarray:
+def decode_dv_bytes(raw: bytes | memoryview, *, expected_cardinality: int | None = None, where: str = "") -> np.ndarray:
     """Decode a deletion-vector blob: the portable magic followed by a 64-bit portable RoaringBitmap.
 
     Args:

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 _PACKAGE = "airflow_provider_deltalite"
 _BASE_ATTRIBUTES = frozenset({"problem", "table_uri"})
 _SCALARS = (str, int, float, bool, type(None))
+_Scalar = str | int | float | bool | None
 ErrorT = TypeVar("ErrorT", bound="DeltaLiteError")
 
 
@@ -62,7 +63,7 @@ class DeltaLiteError(Exception):
             >>> LogGap("commits removed", "/t", since=3, oldest_available=10).to_payload()["details"]
             {'since': 3, 'oldest_available': 10}
         """
-        details = {}
+        details: dict[str, _Scalar | list[_Scalar]] = {}
         for key, value in vars(self).items():
             if key in _BASE_ATTRIBUTES or key.startswith("_"):
                 continue

@@ -307,6 +307,7 @@ def _extremes(leaf: _Leaf, array: pa.Array, prefix: int, table_uri: str | None) 
     array = _plain(array)
     t = array.type
     kind = leaf.kind
+    assert kind is not None  # _update_leaf skips leaves without a kind
     if kind == "string":
         if pa.types.is_binary(t) or pa.types.is_large_binary(t):
             array = array.cast(pa.large_string())  # old writers store UTF-8 text as plain binary

@@ -157,27 +157,30 @@ def stats_type(data_schema: pa.Schema) -> pa.StructType:
 
 
 def _as_string_array(stats_json: object, table_uri: str | None) -> pa.Array:
+    array: pa.Array
     if isinstance(stats_json, pa.ChunkedArray):
-        stats_json = contiguous(stats_json)
-    elif not isinstance(stats_json, pa.Array):
+        array = contiguous(stats_json)
+    elif isinstance(stats_json, pa.Array):
+        array = stats_json
+    else:
         try:
-            stats_json = pa.array(stats_json, type=pa.string())
+            array = pa.array(stats_json, type=pa.string())
         except (pa.ArrowException, TypeError, ValueError) as exc:
             raise CorruptLog(f"file statistics must be strings ({exc})", table_uri) from None
-    if pa.types.is_null(stats_json.type):
-        return pa.nulls(len(stats_json), pa.large_string())
-    if pa.types.is_binary(stats_json.type) or pa.types.is_large_binary(stats_json.type):
+    if pa.types.is_null(array.type):
+        return pa.nulls(len(array), pa.large_string())
+    if pa.types.is_binary(array.type) or pa.types.is_large_binary(array.type):
         try:
-            return stats_json.cast(pa.large_string())
+            return array.cast(pa.large_string())
         except pa.ArrowInvalid:
             # invalid UTF-8 somewhere: keep the valid rows, the careful path nulls the rest
             return pa.array(
-                [None if v is None else v.decode("utf-8", errors="replace") for v in stats_json.to_pylist()],
+                [None if v is None else v.decode("utf-8", errors="replace") for v in array.to_pylist()],
                 pa.large_string(),
             )
-    if not _is_string(stats_json.type):
-        raise CorruptLog(f"file statistics must be strings, not {stats_json.type}", table_uri)
-    return stats_json.cast(pa.large_string())
+    if not _is_string(array.type):
+        raise CorruptLog(f"file statistics must be strings, not {array.type}", table_uri)
+    return array.cast(pa.large_string())
 
 
 def _read_json_batch(lines: pa.Array, json_type: pa.StructType) -> pa.StructArray:
@@ -356,7 +359,7 @@ def _sanitize(value: object, t: pa.DataType, rounding: str | None) -> object:
 
 
 def _per_element(values: pa.Array, t: pa.DataType, convert: Callable[[object], object]) -> pa.Array:
-    out = []
+    out: list[object] = []
     for value in values.to_pylist():
         if value is None:
             out.append(None)

@@ -24,7 +24,7 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 
@@ -243,7 +243,8 @@ class Transaction:
         """The last committed version of application ``app_id`` (idempotent writers), recorded as read."""
         self._read.app_ids.add(app_id)
         txn = self.snapshot.app_transactions.get(app_id)
-        return None if txn is None else int(txn.get("version"))
+        # The protocol requires txn.version (a long); int() still rejects what a malformed log holds instead.
+        return None if txn is None else int(cast(int, txn.get("version")))
 
     # -- staging -----------------------------------------------------------------------------------------
 

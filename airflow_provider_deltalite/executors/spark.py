@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import suppress
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from airflow_provider_deltalite.engine.errors import DeltaLiteError, ExecutorError, redact_uri
 from airflow_provider_deltalite.executors.spark_errors import (
@@ -137,7 +137,7 @@ class SparkExecutor:
         self._spark = spark
         self._sc: SparkContext | None = sc
         self._owned = _owned
-        self.master: str = sc.master
+        self.master = cast(str, sc.master)  # SparkContext refuses to start without spark.master
         self.warm_imports = tuple(warm_imports)
         self.warmed_workers: tuple[int, ...] = ()  # process ids of the Python workers `warm_up` started
 
@@ -283,7 +283,8 @@ class SparkExecutor:
         try:
             return list(self._unpack(reduced.collect, label))
         finally:
-            sc.setJobDescription(None)
+            # None clears the description (the JVM's setLocalProperty removes a null); PySpark annotates only str.
+            sc.setJobDescription(None)  # type: ignore[arg-type]
 
     def close(self) -> None:
         """Stop the session if `start` created it; a wrapped session is left running for its owner."""

@@ -80,8 +80,10 @@ def start_session(
             if not launching:
                 # The settings that launched the JVM became its system properties and would apply to every
                 # later context too (a previous start's executor memory, say); drop those not set this time.
+                jconf = spark_conf._jconf
+                assert jconf is not None  # with the JVM running, SparkConf keeps its settings there
                 for key in _launch_settings - settings.keys():
-                    spark_conf._jconf.remove(key)
+                    jconf.remove(key)
             spark_conf.setAll(list(settings.items()))
             # Not SparkSession.builder: it rebuilds the conf from the JVM defaults and would bring them back.
             sc = SparkContext(conf=spark_conf)

@@ -302,7 +302,8 @@ class DeltaLiteHook(BaseHook):
             fields = sorted(f for b in others for f in BACKEND_FIELDS[b] if f in extra)
             raise self._fail(f"extra field(s) {', '.join(fields)} do not apply to a {scheme or 'local'} table")
         options: dict[str, Any] = {}
-        for field, option in BACKEND_FIELDS.get(backend, {}).items():
+        backend_fields: Mapping[str, str] = {} if backend is None else BACKEND_FIELDS.get(backend, {})
+        for field, option in backend_fields.items():
             if field in extra:
                 if field == "region_name":
                     options.setdefault("client_kwargs", {})["region_name"] = extra[field]

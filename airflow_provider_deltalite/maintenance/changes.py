@@ -245,6 +245,10 @@ def _tail(storage: Storage, since: int, until: int | None, on_gap: str) -> tuple
     return _listed_tail(storage, since, until, on_gap)
 
 
+def _listed_time(info: FileInfo) -> Callable[[], int | None]:
+    return lambda: info.modification_time
+
+
 def _file_time(storage: Storage, version: int) -> Callable[[], int | None]:
     def lookup() -> int | None:
         # Only for commits without commitInfo timestamps (very old writers), so the listing is rare.
@@ -327,7 +331,7 @@ def list_changes(
             commit.version,
             commit.data,
             uri,
-            (lambda info=commit.info: info.modification_time) if commit.info else _file_time(storage, commit.version),
+            _listed_time(commit.info) if commit.info else _file_time(storage, commit.version),
         )
         if parsed.table_id is not None:
             if table_id is not None and parsed.table_id != table_id and not recreated:
@@ -404,7 +408,7 @@ def new_data_event(
         ],
         "operations": [c.operation for c in counted],
         "added_files": sum(c.added_files for c in counted),
-        "added_rows": None if None in rows else sum(rows),  # type: ignore[arg-type]
+        "added_rows": None if None in rows else sum(rows),
         "added_bytes": sum(c.added_bytes for c in counted),
         "timestamp": newest.timestamp,
     }

@@ -6,6 +6,7 @@ mode. The stores with more to offer subclass it (`local`, `s3`, `memory`).
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Container
 from typing import Any, TypeVar
@@ -188,7 +189,7 @@ class FsspecBackend:
         failed: list[tuple[str, str]] = []
         for path, f in zip(paths, full, strict=True):
             try:
-                self.request(lambda f=f: self.fs.rm_file(f))
+                self.request(functools.partial(self.fs.rm_file, f))
             except FileNotFoundError:
                 missing.append(path)
             except Exception as exc:

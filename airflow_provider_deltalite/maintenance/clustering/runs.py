@@ -155,9 +155,10 @@ class RunPlan:
 def sample_stride(task: ClusterTask) -> int:
     """Every how many rows the sample keeps one, from the row counts in the stats (1 when some count is missing)."""
     counts = [_num_records(f) for f in task.files]
-    if not all(isinstance(c, int) for c in counts):
+    known = [c for c in counts if isinstance(c, int)]
+    if len(known) < len(counts):
         return 1
-    return max(1, math.ceil(sum(counts) / task.sample_rows))
+    return max(1, math.ceil(sum(known) / task.sample_rows))
 
 
 def _num_records(add: Mapping[str, Any]) -> int | None:

@@ -88,9 +88,8 @@ def latest_commit_at_or_before(storage: Storage, snapshot: Snapshot, timestamp_m
     while lo <= hi:
         mid = (lo + hi) // 2
         info = commit_info_of(storage, files[mid].version, storage.read(files[mid].path)) or {}
-        ts = info.get("inCommitTimestamp")
-        if not isinstance(ts, int):
-            ts = files[mid].info.modification_time
+        ict = info.get("inCommitTimestamp")
+        ts = ict if isinstance(ict, int) else files[mid].info.modification_time
         if ts <= timestamp_ms:
             chosen = files[mid].version
             lo = mid + 1

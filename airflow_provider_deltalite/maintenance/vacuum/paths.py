@@ -190,7 +190,7 @@ def _referenced(storage: Storage, table: pa.Table) -> tuple[list[str], list[str]
         rel = log_path_relative(storage, path, real_dirs) if path is not None else None
         if rel is not None:
             paths.append(rel)
-    others = []
+    others: list[str] = []
     dvs = table.column("deletionVector")
     if dvs.null_count == len(dvs):
         return paths, others
