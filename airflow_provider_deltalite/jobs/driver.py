@@ -30,7 +30,7 @@ import sys
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if __package__ in (None, ""):
     # Run as a file (spark-submit's application), Python puts this directory first on sys.path: drop it, and fall
@@ -77,7 +77,7 @@ class BadInput(ValueError):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line on stderr instead of the usage block
+    def error(self, message: str) -> NoReturn:  # one line on stderr instead of the usage block
         raise BadInput(message)
 
 
@@ -129,7 +129,7 @@ COMMANDS: dict[str, Command] = {
 }
 
 
-def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+def _parsers() -> tuple[_Parser, dict[str, _Parser]]:
     parser = _Parser(prog="driver", description="deltalite maintenance job for spark-submit")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     subparsers = {}

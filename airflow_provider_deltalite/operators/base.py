@@ -209,7 +209,8 @@ class DeltaLiteSparkJobOperator(SparkSubmitOperator):
 
     # -- execution ----------------------------------------------------------------------------------------------
 
-    def execute(self, context: Context) -> dict[str, Any]:
+    # SparkSubmitOperator.execute returns None; ours returns the stats, which Airflow pushes as the XCom return_value.
+    def execute(self, context: Context) -> dict[str, Any]:  # type: ignore[override]
         """Plan, then (if there is work) submit the job, and return its stats as a plain dict."""
         uri = self.resolve(context)
         if self.preflight or self.has_threshold():

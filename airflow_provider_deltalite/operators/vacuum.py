@@ -78,7 +78,8 @@ class VacuumOperator(DeltaLiteSparkJobOperator):
             )
         super().__init__(**kwargs)
         self.retention_hours = retention_hours
-        self.dry_run = dry_run
+        # the templated argument shadows BaseOperator.dry_run(), a debugging helper that never runs these tasks
+        self.dry_run = dry_run  # type: ignore[assignment,method-assign]
         self.mode = mode
         self.lite = lite
         self.enforce_retention_duration = enforce_retention_duration
