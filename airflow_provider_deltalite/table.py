@@ -24,7 +24,7 @@ from airflow_provider_deltalite.maintenance.changes import ChangeSet, list_chang
 from airflow_provider_deltalite.maintenance.checkpoint import CheckpointResult, checkpoint
 from airflow_provider_deltalite.maintenance.clustering.zorder import zorder
 from airflow_provider_deltalite.maintenance.executor import Executor
-from airflow_provider_deltalite.maintenance.optimize import OptimizeProgress, optimize
+from airflow_provider_deltalite.maintenance.optimize import optimize
 from airflow_provider_deltalite.maintenance.optimize_stats import OptimizeStats
 from airflow_provider_deltalite.maintenance.options import (
     DEFAULT_NUM_RANGES,
@@ -33,6 +33,7 @@ from airflow_provider_deltalite.maintenance.options import (
     VacuumOptions,
     ZOrderOptions,
 )
+from airflow_provider_deltalite.maintenance.rewrites import OptimizeProgress
 from airflow_provider_deltalite.maintenance.vacuum import VacuumProgress, vacuum
 from airflow_provider_deltalite.maintenance.vacuum.stats import VacuumStats
 

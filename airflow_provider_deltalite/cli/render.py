@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_provider_deltalite.engine.snapshot import Snapshot, json_default
-from airflow_provider_deltalite.maintenance.optimize import OptimizeProgress
 from airflow_provider_deltalite.maintenance.optimize_stats import OptimizeStats
+from airflow_provider_deltalite.maintenance.rewrites import OptimizeProgress
 from airflow_provider_deltalite.maintenance.vacuum import VacuumProgress
 from airflow_provider_deltalite.maintenance.vacuum.stats import VacuumStats
 

@@ -33,15 +33,15 @@ from airflow_provider_deltalite.maintenance.bin_packing import group_by
 from airflow_provider_deltalite.maintenance.clustering.runs import ClusterTask, cluster_files
 from airflow_provider_deltalite.maintenance.clustering.shuffle import cluster_with_shuffle, wants_shuffle
 from airflow_provider_deltalite.maintenance.executor import Executor, LocalExecutor, ShuffleExecutor
-from airflow_provider_deltalite.maintenance.optimize import (
+from airflow_provider_deltalite.maintenance.optimize_stats import FileSizeMetrics, OptimizeStats
+from airflow_provider_deltalite.maintenance.options import CURVES, MAX_ZORDER_COLUMNS, ZOrderOptions
+from airflow_provider_deltalite.maintenance.rewrites import (
     OptimizeProgress,
     commit_rewrite,
     considered_files,
     left_for_vacuum,
     resolve_sizes,
 )
-from airflow_provider_deltalite.maintenance.optimize_stats import FileSizeMetrics, OptimizeStats
-from airflow_provider_deltalite.maintenance.options import CURVES, MAX_ZORDER_COLUMNS, ZOrderOptions
 
 MAX_COLUMNS = MAX_ZORDER_COLUMNS
 TAG_CUBE_ID = "ZCUBE_ID"
