@@ -38,6 +38,7 @@ from airflow_provider_deltalite.engine.expressions import (
     may_match_partitions,
     parse_expression,
 )
+from airflow_provider_deltalite.engine.file_actions import dv_key, ensure_can_add_files, live_file_actions
 from airflow_provider_deltalite.engine.properties import TARGET_FILE_SIZE
 from airflow_provider_deltalite.engine.rewrite import (
     RewriteResult,
@@ -48,13 +49,7 @@ from airflow_provider_deltalite.engine.rewrite import (
 )
 from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.engine.table import Table
-from airflow_provider_deltalite.engine.transaction import (
-    RetryPolicy,
-    Transaction,
-    dv_key,
-    ensure_can_add_files,
-    live_file_actions,
-)
+from airflow_provider_deltalite.engine.transaction import RetryPolicy, Transaction
 from airflow_provider_deltalite.maintenance.bin_packing import group_by, pack_batches, pack_greedy
 from airflow_provider_deltalite.maintenance.executor import Executor, LocalExecutor
 from airflow_provider_deltalite.maintenance.optimize_stats import FileSizeMetrics, OptimizeStats
