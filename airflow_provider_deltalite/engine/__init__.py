@@ -30,9 +30,10 @@ from airflow_provider_deltalite.engine.errors import (
     VacuumRefused,
     VersionNotFound,
 )
+from airflow_provider_deltalite.engine.file_actions import remove_from_add
 from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.engine.table import Table
-from airflow_provider_deltalite.engine.transaction import CommitResult, RetryPolicy, Transaction, remove_from_add
+from airflow_provider_deltalite.engine.transaction import CommitResult, RetryPolicy, Transaction
 
 __all__ = [
     "CheckpointUnreadable",

@@ -24,3 +24,8 @@ def is_blank(text: pa.Array) -> pa.BooleanArray:
     """True where a string is null, empty or whitespace only (never null)."""
     blank = pc.or_(pc.equal(pc.binary_length(text), 0), pc.utf8_is_space(text))
     return pc.fill_null(blank, True)
+
+
+def is_string_type(t: pa.DataType) -> bool:
+    """True for the Arrow string types: string, large_string and string_view."""
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)

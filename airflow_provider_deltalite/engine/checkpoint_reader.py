@@ -29,7 +29,7 @@ from airflow_provider_deltalite.engine.commit_file import (
 from airflow_provider_deltalite.engine.errors import CheckpointUnreadable, CorruptLog
 from airflow_provider_deltalite.engine.log_path import LOG_DIR, SIDECAR_DIR
 from airflow_provider_deltalite.engine.log_segment import CheckpointRef
-from airflow_provider_deltalite.engine.stats_collect import dump_json_exact
+from airflow_provider_deltalite.engine.stats_values import dump_json_exact
 from airflow_provider_deltalite.engine.storage import Storage
 
 # marks the rows (given their paths and deletion vectors) that a later commit replaces

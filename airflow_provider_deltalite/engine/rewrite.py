@@ -23,10 +23,10 @@ from airflow_provider_deltalite.engine.conform import delta_schema_to_arrow, to_
 from airflow_provider_deltalite.engine.data_file_paths import new_data_file_path, partition_directory
 from airflow_provider_deltalite.engine.data_files import iter_file_rows
 from airflow_provider_deltalite.engine.errors import DeltaLiteError, StorageError, UploadInterrupted
+from airflow_provider_deltalite.engine.file_actions import remove_from_add
 from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.engine.stats_collect import StatsCollector
 from airflow_provider_deltalite.engine.storage import Storage
-from airflow_provider_deltalite.engine.transaction import remove_from_add
 
 T = TypeVar("T")
 

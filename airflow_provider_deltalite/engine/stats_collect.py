@@ -17,23 +17,19 @@ writes), so a file OPTIMIZE rewrites gets the statistics Spark would have given 
   is larger than every number.
 - A leaf under a null struct counts as null. Output keys are physical names, nested like the schema.
 
-The reader side is `engine/stats_parse.py`.
+Which columns are selected is `engine/stats_columns.py`; how values print is `engine/stats_values.py`. The reader side
+is `engine/stats_parse.py`.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-import re
-import struct
 from collections.abc import Callable, Mapping, Sequence
-from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_provider_deltalite.engine.column_mapping import physical_name
 from airflow_provider_deltalite.engine.errors import InvalidTableProperty, SchemaError
 from airflow_provider_deltalite.engine.properties import (
     DATA_SKIPPING_NUM_INDEXED_COLS,
@@ -42,241 +38,29 @@ from airflow_provider_deltalite.engine.properties import (
     TableProperties,
 )
 from airflow_provider_deltalite.engine.schema import parse_schema_string
-from airflow_provider_deltalite.engine.stats_parse import MAX_VALUES, MIN_VALUES, NULL_COUNT, NUM_RECORDS
+from airflow_provider_deltalite.engine.stats_columns import (
+    Leaf,
+    Struct,
+    field_node,
+    first_leaves,
+    named_fields,
+    parse_stats_columns,
+)
+from airflow_provider_deltalite.engine.stats_json import MAX_VALUES, MIN_VALUES, NULL_COUNT, NUM_RECORDS
+from airflow_provider_deltalite.engine.stats_values import (
+    date_text,
+    dump_json_exact,
+    float_value,
+    timestamp_text,
+    truncate_max,
+    truncate_min,
+)
 
 __all__ = ["StatsCollector"]
 
 DEFAULT_STRING_PREFIX_LENGTH = 32
 
-_ASCII_MAX = "\x7f"
-_UTF8_MAX = "\U0010ffff"
-_UTF8_MAX_UNITS = (0xDBFF, 0xDFFF)  # U+10FFFF as Java stores it: a surrogate pair
-
-_INTEGER_TYPES = frozenset({"byte", "short", "integer", "long"})
-_EPOCH_DATE = dt.date(1970, 1, 1)
-_EPOCH = dt.datetime(1970, 1, 1)
-_BARE_NAME = re.compile(r"[A-Za-z0-9_]+")
 _TO_MICROS = {"s": 1_000_000, "ms": 1_000, "us": 1}
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# Which columns
-
-
-def _parse_stats_columns(text: str) -> list[tuple[str, ...]] | None:
-    """Spark's `multipartIdentifierList`: comma-separated, dot-separated parts, backquotes around special names.
-
-    Returns the lower-cased name paths (Spark matches them case-insensitively), or None when the text does not parse.
-    """
-    if not text.strip():
-        return []  # Spark: an empty list selects no column
-    paths: list[tuple[str, ...]] = []
-    parts: list[str] = []
-    pos, n = 0, len(text)
-    while True:
-        while pos < n and text[pos].isspace():
-            pos += 1
-        if pos < n and text[pos] == "`":
-            end = pos + 1
-            chars = []
-            while True:
-                close = text.find("`", end)
-                if close < 0:
-                    return None
-                chars.append(text[end:close])
-                if close + 1 < n and text[close + 1] == "`":  # a doubled backquote stands for one
-                    chars.append("`")
-                    end = close + 2
-                    continue
-                break
-            parts.append("".join(chars))
-            pos = close + 1
-        else:
-            match = _BARE_NAME.match(text, pos)
-            # a bare number lexes as a numeric literal in Spark's grammar, not as an identifier
-            if match is None or match.group().isdigit():
-                return None
-            parts.append(match.group())
-            pos = match.end()
-        while pos < n and text[pos].isspace():
-            pos += 1
-        if pos == n or text[pos] == ",":
-            paths.append(tuple(p.lower() for p in parts))
-            parts = []
-            if pos == n:
-                return paths
-            pos += 1
-        elif text[pos] == ".":
-            pos += 1
-        else:
-            return None
-
-
-class _Leaf:
-    """Running statistics of one non-struct column."""
-
-    __slots__ = ("has_nan", "kind", "max", "min", "name", "null_count", "path")
-
-    def __init__(self, name: str, path: str, delta_type: Any) -> None:
-        self.name = name
-        self.path = path  # logical dotted path, for error messages
-        self.kind = _leaf_kind(delta_type)
-        self.null_count = 0
-        self.min: Any = None
-        self.max: Any = None
-        self.has_nan = False
-
-
-class _Struct:
-    """A struct column: its selected children."""
-
-    __slots__ = ("children", "name")
-
-    def __init__(self, name: str, children: list[_Leaf | _Struct]) -> None:
-        self.name = name
-        self.children = children
-
-
-def _leaf_kind(delta_type: Any) -> str | None:
-    """The kind of min/max kept for a Delta type; None means a null count only."""
-    if not isinstance(delta_type, str):
-        return None  # array and map: Spark counts nulls of the column itself, nothing inside
-    if delta_type in _INTEGER_TYPES:
-        return "integer"
-    if delta_type in ("float", "double", "string", "date", "timestamp", "timestamp_ntz"):
-        return delta_type
-    if delta_type.startswith("decimal"):  # the schema parser has checked the precision and scale
-        return "decimal"
-    return None  # boolean, binary, void: not SkippingEligibleDataType
-
-
-def _node(field: dict, mode: str, path: str) -> _Leaf | _Struct:
-    """The whole field: a struct with all its leaves, or a leaf."""
-    name = physical_name(field, mode)
-    child_path = f"{path}.{field['name']}" if path else field["name"]
-    field_type = field["type"]
-    if isinstance(field_type, dict) and field_type["type"] == "struct":
-        return _Struct(name, [_node(child, mode, child_path) for child in field_type["fields"]])
-    return _Leaf(name, child_path, field_type)
-
-
-def _first_leaves(fields: list[dict], budget: int, mode: str, path: str) -> tuple[list[_Leaf | _Struct], int]:
-    """`truncateSchema`: the first `budget` leaves depth-first; a struct is cut where the count runs out."""
-    out: list[_Leaf | _Struct] = []
-    used = 0
-    for field in fields:
-        if used >= budget:
-            break
-        field_type = field["type"]
-        child_path = f"{path}.{field['name']}" if path else field["name"]
-        if isinstance(field_type, dict) and field_type["type"] == "struct":
-            children, count = _first_leaves(field_type["fields"], budget - used, mode, child_path)
-            used += count
-            out.append(_Struct(physical_name(field, mode), children))
-        else:
-            used += 1
-            out.append(_Leaf(physical_name(field, mode), child_path, field_type))
-    return out, used
-
-
-def _named(fields: list[dict], paths: list[tuple[str, ...]], mode: str, path: str) -> list[_Leaf | _Struct]:
-    """`filterSchema`: fields named by `paths` in schema order; names that match nothing are ignored, as in Spark."""
-    wanted: dict[str, list[tuple[str, ...]]] = {}
-    for p in paths:
-        wanted.setdefault(p[0], []).append(p[1:])
-    out: list[_Leaf | _Struct] = []
-    for field in fields:
-        rests = wanted.get(field["name"].lower())
-        if rests is None:
-            continue
-        child_path = f"{path}.{field['name']}" if path else field["name"]
-        field_type = field["type"]
-        if all(not rest for rest in rests):
-            out.append(_node(field, mode, path))
-        elif isinstance(field_type, dict) and field_type["type"] == "struct":
-            # Spark drops a whole-struct entry when a deeper path names the same struct: only the deeper paths count
-            deeper = [rest for rest in rests if rest]
-            out.append(_Struct(physical_name(field, mode), _named(field_type["fields"], deeper, mode, child_path)))
-        # a path through a non-struct field selects nothing
-    return out
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# Values as Spark prints them
-
-
-def _utf16_units(text: str) -> memoryview:
-    return memoryview(text.encode("utf-16-le")).cast("H")
-
-
-def _from_units(units: memoryview) -> str:
-    return units.tobytes().decode("utf-16-le")
-
-
-def _truncate_min(text: str, prefix: int) -> str:
-    # Spark SQL substring(min, 0, n) counts code points, as Python does
-    return text[:prefix]
-
-
-def _truncate_max(text: str, prefix: int) -> str | None:
-    """`StatisticsCollection.truncateMaxStringAgg`, counting Java UTF-16 code units; None when no safe max exists."""
-    units = _utf16_units(text)
-    length = len(units)
-    if length <= prefix:
-        return text
-    if prefix <= 0:
-        return None
-    # `truncateMinStringAgg`: never end the start prefix inside a surrogate pair
-    current = prefix
-    if 0xD800 <= units[prefix - 1] <= 0xDBFF and 0xDC00 <= units[prefix] <= 0xDFFF:
-        current += 1
-    limit = 2 * prefix
-    while current <= limit:
-        if current >= length:
-            return text
-        if current + 1 < length and (units[current], units[current + 1]) == _UTF8_MAX_UNITS:
-            current += 2  # U+10FFFF cannot be exceeded, so it has to stay in the prefix
-        elif units[current] < 0x7F:
-            return _from_units(units[:current]) + _ASCII_MAX
-        else:
-            return _from_units(units[:current]) + _UTF8_MAX
-    return None
-
-
-def _float32_text_value(value: float) -> float:
-    """The double whose shortest text is the shortest text of the float32 `value`, as Java's Float.toString prints."""
-    for digits in range(1, 10):
-        candidate = float(f"{value:.{digits}g}")
-        if struct.unpack("<f", struct.pack("<f", candidate))[0] == value:
-            return candidate
-    return value
-
-
-def _date_text(days: int) -> str | None:
-    try:
-        day = _EPOCH_DATE + dt.timedelta(days=days)
-    except OverflowError:
-        return None  # outside years 1-9999 Spark's text differs; no bound is always safe
-    return f"{day.year:04d}-{day.month:02d}-{day.day:02d}"
-
-
-def _timestamp_text(micros: int, zone: bool) -> str | None:
-    millis = micros // 1000  # Spark's ".SSS" pattern cuts the sub-millisecond digits, towards the past
-    try:
-        moment = _EPOCH + dt.timedelta(milliseconds=millis)
-    except OverflowError:
-        return None
-    text = (
-        f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T"
-        f"{moment.hour:02d}:{moment.minute:02d}:{moment.second:02d}.{millis % 1000:03d}"
-    )
-    return text + "Z" if zone else text
-
-
-def _float_value(value: float, single: bool) -> float | str:
-    if value in (float("inf"), float("-inf")):
-        return "Infinity" if value > 0 else "-Infinity"  # Jackson quotes non-finite numbers
-    return _float32_text_value(value) if single else value
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -302,7 +86,7 @@ _TYPE_CHECKS = {
 }
 
 
-def _extremes(leaf: _Leaf, array: pa.Array, prefix: int, table_uri: str | None) -> tuple[Any, Any]:
+def _extremes(leaf: Leaf, array: pa.Array, prefix: int, table_uri: str | None) -> tuple[Any, Any]:
     """(min, max) of the non-null values of one batch, in the form the running values keep."""
     array = _plain(array)
     t = array.type
@@ -328,7 +112,7 @@ def _extremes(leaf: _Leaf, array: pa.Array, prefix: int, table_uri: str | None) 
         if low != low:  # Arrow returns NaN only when every value is NaN
             return None, None
     elif kind == "string":
-        low = _truncate_min(low, prefix)  # the prefix of the smallest value is the smallest prefix
+        low = truncate_min(low, prefix)  # the prefix of the smallest value is the smallest prefix
     return low, high
 
 
@@ -344,11 +128,11 @@ def _micros(scalar: pa.Scalar, t: pa.TimestampType) -> int | None:
     return scalar.value // 1000 if t.unit == "ns" else scalar.value * _TO_MICROS[t.unit]
 
 
-def _type_error(leaf: _Leaf, t: pa.DataType, table_uri: str | None) -> SchemaError:
+def _type_error(leaf: Leaf, t: pa.DataType, table_uri: str | None) -> SchemaError:
     return SchemaError(f"column '{leaf.path}': values of type {t} do not fit its {leaf.kind} statistics", table_uri)
 
 
-def _update_leaf(leaf: _Leaf, array: pa.Array | None, rows: int, prefix: int, table_uri: str | None) -> None:
+def _update_leaf(leaf: Leaf, array: pa.Array | None, rows: int, prefix: int, table_uri: str | None) -> None:
     if array is None:
         leaf.null_count += rows  # a column the file does not hold reads as nulls, as Spark counts it
         return
@@ -363,7 +147,7 @@ def _update_leaf(leaf: _Leaf, array: pa.Array | None, rows: int, prefix: int, ta
 
 
 def _update(
-    nodes: list[_Leaf | _Struct],
+    nodes: list[Leaf | Struct],
     parent: pa.RecordBatch | pa.StructArray | None,
     rows: int,
     prefix: int,
@@ -371,7 +155,7 @@ def _update(
 ) -> None:
     for node in nodes:
         array = None if parent is None else _child(parent, node.name)
-        if isinstance(node, _Struct):
+        if isinstance(node, Struct):
             if array is not None and not pa.types.is_struct(array.type):
                 raise SchemaError(f"column '{node.name}': expected a struct, got {array.type}", table_uri)
             _update(node.children, array, rows, prefix, table_uri)
@@ -392,62 +176,49 @@ def _child(parent: pa.RecordBatch | pa.StructArray, name: str) -> pa.Array | Non
 # Output
 
 
-def _bound(leaf: _Leaf, prefix: int, *, is_max: bool) -> Any:
+def _bound(leaf: Leaf, prefix: int, *, is_max: bool) -> Any:
     """The min or max as Spark prints it, or None when there is none."""
     value = leaf.max if is_max else leaf.min
     kind = leaf.kind
     if kind in ("float", "double"):
         if leaf.has_nan and (is_max or value is None):
             return "NaN"
-        return None if value is None else _float_value(value, single=kind == "float")
+        return None if value is None else float_value(value, single=kind == "float")
     if value is None:
         return None
     if kind == "string":
-        return _truncate_max(value, prefix) if is_max else value
+        return truncate_max(value, prefix) if is_max else value
     if kind == "date":
-        return _date_text(value)
+        return date_text(value)
     if kind in ("timestamp", "timestamp_ntz"):
-        return _timestamp_text(value, zone=kind == "timestamp")
+        return timestamp_text(value, zone=kind == "timestamp")
     return value  # integers, and decimals exactly as read
 
 
-def _has_minmax(node: _Leaf | _Struct) -> bool:
-    if isinstance(node, _Struct):
+def _has_minmax(node: Leaf | Struct) -> bool:
+    if isinstance(node, Struct):
         return any(_has_minmax(child) for child in node.children)
     return node.kind is not None
 
 
-def _has_leaf(node: _Leaf | _Struct) -> bool:
-    return any(_has_leaf(child) for child in node.children) if isinstance(node, _Struct) else True
+def _has_leaf(node: Leaf | Struct) -> bool:
+    return any(_has_leaf(child) for child in node.children) if isinstance(node, Struct) else True
 
 
-def _section(
-    nodes: list[_Leaf | _Struct], value: Callable[[_Leaf], Any], keep: Callable[[_Leaf | _Struct], bool]
-) -> dict:
+def _section(nodes: list[Leaf | Struct], value: Callable[[Leaf], Any], keep: Callable[[Leaf | Struct], bool]) -> dict:
     # Spark builds every level with struct(), which is never null, so a struct whose leaves all lack a value prints
     # as {}; a struct with no leaf that can have the statistic is left out
     out: dict = {}
     for node in nodes:
         if not keep(node):
             continue
-        if isinstance(node, _Struct):
+        if isinstance(node, Struct):
             out[node.name] = _section(node.children, value, keep)
         else:
             result = value(node)
             if result is not None:
                 out[node.name] = result
     return out
-
-
-def dump_json_exact(value: Any) -> str:
-    """Compact JSON in which `Decimal` values are written as exact numbers (``json.dumps`` would round them)."""
-    if isinstance(value, dict):
-        return "{" + ",".join(f"{json.dumps(key)}:{dump_json_exact(item)}" for key, item in value.items()) + "}"
-    if isinstance(value, list):
-        return "[" + ",".join(dump_json_exact(item) for item in value) + "]"
-    if isinstance(value, Decimal):
-        return format(value, "f")  # exact and in plain notation
-    return json.dumps(value)
 
 
 def _invalid(key: str, explicit: Mapping[str, str], why: str, table_uri: str | None) -> InvalidTableProperty:
@@ -510,7 +281,7 @@ class StatsCollector:
         # Spark parses the column count whenever it builds the stats spec, even when a column list takes precedence
         num_indexed = properties.integer(DATA_SKIPPING_NUM_INDEXED_COLS)
         if DATA_SKIPPING_STATS_COLUMNS in explicit:
-            paths = _parse_stats_columns(explicit[DATA_SKIPPING_STATS_COLUMNS])
+            paths = parse_stats_columns(explicit[DATA_SKIPPING_STATS_COLUMNS])
             if paths is None:
                 raise _invalid(
                     DATA_SKIPPING_STATS_COLUMNS,
@@ -518,25 +289,25 @@ class StatsCollector:
                     "not a comma-separated list of column names (quote special names in backquotes)",
                     table_uri,
                 )
-            self._nodes = _named(fields, paths, column_mapping_mode, "")
+            self._nodes = named_fields(fields, paths, column_mapping_mode, "")
         elif num_indexed < -1:
             raise _invalid(
                 DATA_SKIPPING_NUM_INDEXED_COLS, explicit, "must be at least -1 (-1 means every column)", table_uri
             )
         elif num_indexed == -1:
-            self._nodes = [_node(f, column_mapping_mode, "") for f in fields]
+            self._nodes = [field_node(f, column_mapping_mode, "") for f in fields]
         else:
-            self._nodes = _first_leaves(fields, num_indexed, column_mapping_mode, "")[0]
+            self._nodes = first_leaves(fields, num_indexed, column_mapping_mode, "")[0]
         self._num_records = 0
 
     @property
     def column_paths(self) -> list[str]:
         """Logical dotted paths of the leaf columns that get statistics (Z-order may only use these)."""
         out: list[str] = []
-        stack: list[_Leaf | _Struct] = list(reversed(self._nodes))
+        stack: list[Leaf | Struct] = list(reversed(self._nodes))
         while stack:
             node = stack.pop()
-            if isinstance(node, _Leaf):
+            if isinstance(node, Leaf):
                 out.append(node.path)
             else:
                 stack.extend(reversed(node.children))

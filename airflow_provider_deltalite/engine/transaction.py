@@ -6,6 +6,9 @@ reads every commit that won since its read version, checks each against what it 
 overwrites a log entry, and a retry whose earlier attempt did land (the response was lost) is recognised by its
 `txnId` instead of committing twice.
 
+What a commit checks before it writes (staged actions, the retention of new files) is `engine/commit_guard.py`; the
+add and remove dicts it stages are built with `engine/file_actions.py`.
+
 Example:
     >>> table = DeltaTable("/data/events")  # doctest: +SKIP
     >>> txn = table.transaction()  # doctest: +SKIP
@@ -29,6 +32,7 @@ from typing import Any, cast
 import pyarrow as pa
 
 from airflow_provider_deltalite.engine import actions as A
+from airflow_provider_deltalite.engine.commit_guard import ensure_files_outlive_vacuum, validate_staged_actions
 from airflow_provider_deltalite.engine.commit_info import SERIALIZABLE, SNAPSHOT_ISOLATION, build_commit_info
 from airflow_provider_deltalite.engine.conflicts import (
     OwnChanges,
@@ -39,9 +43,7 @@ from airflow_provider_deltalite.engine.conflicts import (
 )
 from airflow_provider_deltalite.engine.errors import (
     CommitRetriesExhausted,
-    CommitTooLate,
     DeltaLiteError,
-    ProtocolNotSupported,
     StorageError,
     TransactionError,
 )
@@ -51,17 +53,10 @@ from airflow_provider_deltalite.engine.expressions import (
     may_match_partitions,
     parse_expression,
 )
-from airflow_provider_deltalite.engine.features import ensure_writable
 from airflow_provider_deltalite.engine.history import in_commit_timestamps_enabled
 from airflow_provider_deltalite.engine.log_path import LOG_DIR, LogFileKind, version_prefix
 from airflow_provider_deltalite.engine.log_segment import list_log
 from airflow_provider_deltalite.engine.partition_values import parse_partition_values
-from airflow_provider_deltalite.engine.properties import (
-    APPEND_ONLY,
-    CHECKPOINT_INTERVAL,
-    DELETED_FILE_RETENTION_DURATION,
-    LOG_RETENTION_DURATION,
-)
 from airflow_provider_deltalite.engine.snapshot import Snapshot, load_snapshot
 from airflow_provider_deltalite.engine.storage import Storage
 
@@ -103,73 +98,6 @@ class CommitResult:
     txn_id: str
     checkpoint_written: bool = False
     winning_commits: tuple[int, ...] = field(default=())
-
-
-def remove_from_add(add: Mapping[str, Any], deletion_timestamp: int, data_change: bool) -> dict[str, Any]:
-    """The remove action for a live file, as the reference builds it: path, partition values, size, stats, tags,
-    deletion vector and row-tracking fields copied, ``extendedFileMetadata`` true.
-
-    The deletion vector must be the live one: a remove with another DV removes nothing.
-    """
-    remove: dict[str, Any] = {
-        "path": add["path"],
-        "deletionTimestamp": int(deletion_timestamp),
-        "dataChange": bool(data_change),
-        "extendedFileMetadata": True,
-        "partitionValues": dict(add.get("partitionValues") or {}),
-        "size": int(add["size"]),
-    }
-    for key in ("stats", "tags", "deletionVector", "baseRowId", "defaultRowCommitVersion"):
-        if add.get(key) is not None:
-            remove[key] = add[key]
-    return remove
-
-
-def live_file_actions(snapshot: Snapshot, paths: Iterable[str] | None = None) -> list[dict[str, Any]]:
-    """Live add actions of a snapshot as log dicts (partitionValues back to a map); only ``paths`` when given."""
-    raw = snapshot.raw_files
-    if paths is not None:
-        wanted = set(paths)
-        raw = raw.filter(pa.array([p in wanted for p in raw.column("path").to_pylist()], pa.bool_()))
-    rows = raw.to_pylist()
-    out = []
-    for row in rows:
-        row = {k: v for k, v in row.items() if v is not None}
-        pv = row.get("partitionValues") or {}
-        row["partitionValues"] = {k: v for k, v in pv.items()}
-        if isinstance(row.get("tags"), list):
-            row["tags"] = dict(row["tags"])
-        dv = row.get("deletionVector")
-        if isinstance(dv, dict):
-            row["deletionVector"] = {k: v for k, v in dv.items() if v is not None}
-        out.append(row)
-    return out
-
-
-def dv_key(action: Mapping[str, Any]) -> str:
-    """The deletion vector half of a logical file's key `(path, dv.uniqueId)`; "" without a deletion vector."""
-    dv = action.get("deletionVector")
-    if not isinstance(dv, Mapping):
-        return ""
-    offset = dv.get("offset")
-    return f"{dv.get('storageType', '')}{dv.get('pathOrInlineDv', '')}" + (f"@{offset}" if offset is not None else "")
-
-
-def ensure_can_add_files(snapshot: Snapshot) -> None:
-    """Refuse commits that add files where deltalite cannot write them correctly (checked before any work).
-
-    Row tracking: new files would need fresh row ids (baseRowId, defaultRowCommitVersion) and rewrites would have to
-    carry each row's id and commit version into the new files; deltalite does neither, so it refuses such commits
-    instead of silently giving rows new identities.
-    """
-    ensure_writable(snapshot.protocol, snapshot.table_uri)
-    if snapshot.protocol.has_feature("rowTracking"):
-        raise ProtocolNotSupported(
-            "the table supports row tracking: new files would need row ids (baseRowId, defaultRowCommitVersion) "
-            "and rewrites would have to preserve each row's id and commit version, which deltalite does not do",
-            snapshot.table_uri,
-            features=("rowTracking",),
-        )
 
 
 class Transaction:
@@ -290,7 +218,7 @@ class Transaction:
     ) -> CommitResult:
         """Validate, then write the next version create-only, retrying past non-conflicting winners."""
         self._ensure_open()
-        self._validate()
+        validate_staged_actions(self.snapshot, self._adds, self._removes, self._resolve)
         data_change = any(a.get("dataChange", True) for a in [*self._adds, *self._removes])
         isolation = SNAPSHOT_ISOLATION if not data_change and not self._txns and not self._domains else SERIALIZABLE
         blind = (
@@ -332,7 +260,7 @@ class Transaction:
                 tags=tags,
             )
             body = self._serialize(info)
-            self._ensure_files_outlive_vacuum(now)
+            ensure_files_outlive_vacuum(self.snapshot, self._adds, now, self._resolve)
             if self._write_version(version, body):
                 return self._finish(version, attempt, winners)
             # Lost the race (or an earlier attempt of ours landed): look at every commit since the last one checked.
@@ -379,54 +307,6 @@ class Transaction:
         full = self.storage.resolve_data_path(path)
         rel = self.storage.relative_to_root(full)
         return rel if rel is not None else full
-
-    def _validate(self) -> None:
-        uri = self.table_uri
-        protocol = self.snapshot.protocol
-        ensure_writable(protocol, uri)
-        # properties the commit and its post-commit checkpoint depend on: fail before writing anything
-        properties = self.snapshot.properties
-        properties.positive_integer(CHECKPOINT_INTERVAL)
-        properties.interval_ms(LOG_RETENTION_DURATION)
-        properties.interval_ms(DELETED_FILE_RETENTION_DURATION)
-        properties.boolean(APPEND_ONLY)
-        if self._adds:
-            ensure_can_add_files(self.snapshot)
-        flags = {bool(a.get("dataChange", True)) for a in [*self._adds, *self._removes]}
-        if len(flags) > 1:
-            raise TransactionError("a commit must not mix dataChange=true and dataChange=false actions", uri)
-        if True in flags and self._removes and self.snapshot.properties.boolean(APPEND_ONLY):
-            raise TransactionError(
-                "the table is append-only (delta.appendOnly=true): removes with dataChange=true are not allowed", uri
-            )
-        expected = set(self.snapshot.partition_physical_names)
-        for a in self._adds:
-            keys = set(a.get("partitionValues") or {})
-            if keys != expected:
-                raise TransactionError(
-                    f"the add of {a['path']} has partitionValues for {sorted(keys)}, but the table is partitioned by "
-                    f"{sorted(expected)} (physical names)",
-                    uri,
-                )
-        add_keys = [(self._resolve(a["path"]), dv_key(a)) for a in self._adds]
-        remove_keys = [(self._resolve(r["path"]), dv_key(r)) for r in self._removes]
-        if len(set(a for a, _ in add_keys)) != len(add_keys):
-            raise TransactionError("the same path is added twice in one commit", uri)
-        if len(set(remove_keys)) != len(remove_keys):
-            raise TransactionError("the same file is removed twice in one commit", uri)
-        if set(add_keys) & set(remove_keys):
-            raise TransactionError("a file is both added and removed in one commit", uri)
-        if remove_keys:
-            live = self.snapshot.raw_files
-            dv_ids = [dv_key({"deletionVector": d}) for d in live.column("deletionVector").to_pylist()]
-            live_keys = {(self._resolve(p), d) for p, d in zip(live.column("path").to_pylist(), dv_ids, strict=True)}
-            missing = [k for k in remove_keys if k not in live_keys]
-            if missing:
-                path, dv = missing[0]
-                what = f"{path} with deletion vector {dv}" if dv else path
-                raise TransactionError(
-                    f"cannot remove {what}: it is not a live file at version {self.read_version}", uri
-                )
 
     def _serialize(self, info: dict[str, Any]) -> bytes:
         lines = [{A.COMMIT_INFO: info}]
@@ -486,33 +366,6 @@ class Transaction:
                     break
             return winners + [None] * (last - first + 1 - len(winners))
         return [parse_winning_commit(v, b, self.table_uri) for v, b in zip(range(first, last + 1), bodies, strict=True)]
-
-    def _ensure_files_outlive_vacuum(self, now_ms: int) -> None:
-        """Refuse to commit new files older than half of ``delta.deletedFileRetentionDuration``.
-
-        VACUUM deletes unreferenced files older than its start minus the retention. A file this commit adds is
-        unreferenced until the commit lands, so a VACUUM planned meanwhile would delete it if it were that old, and
-        the commit would then reference a missing file. Half the retention leaves a margin for clock differences and
-        for the write itself. A file live in the read snapshot is referenced already (a deletion-vector update re-adds
-        it with its original time): it is not at risk.
-        """
-        retention = self.snapshot.properties.interval_ms(DELETED_FILE_RETENTION_DURATION)
-        old = [
-            a
-            for a in self._adds
-            if isinstance(a.get("modificationTime"), int) and now_ms - a["modificationTime"] > retention // 2
-        ]
-        if old:
-            live = {self._resolve(p) for p in self.snapshot.raw_files.column("path").to_pylist()}
-            old = [a for a in old if self._resolve(a["path"]) not in live]
-        if old:
-            age = now_ms - min(a["modificationTime"] for a in old)
-            raise CommitTooLate(
-                f"the oldest new file was written {age / 1000:.1f} s ago, more than half of "
-                f"delta.deletedFileRetentionDuration ({retention / 1000:g} s): a concurrent VACUUM may already have "
-                "deleted it, so nothing was committed; run the operation again",
-                self.table_uri,
-            )
 
     def _read_winner(self, version: int) -> WinningCommit | None:
         """The commit at ``version``, or None when it does not exist (yet) after a few short waits."""

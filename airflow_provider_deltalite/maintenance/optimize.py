@@ -28,6 +28,7 @@ from typing import Any
 from airflow_provider_deltalite.engine.errors import (
     DeltaLiteError,
 )
+from airflow_provider_deltalite.engine.file_actions import ensure_can_add_files, live_file_actions
 from airflow_provider_deltalite.engine.rewrite import (
     RewriteResult,
     RewriteTask,
@@ -37,11 +38,7 @@ from airflow_provider_deltalite.engine.rewrite import (
 )
 from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.engine.table import Table
-from airflow_provider_deltalite.engine.transaction import (
-    RetryPolicy,
-    ensure_can_add_files,
-    live_file_actions,
-)
+from airflow_provider_deltalite.engine.transaction import RetryPolicy
 from airflow_provider_deltalite.maintenance.bin_packing import group_by, pack_batches, pack_greedy
 from airflow_provider_deltalite.maintenance.executor import Executor, LocalExecutor
 from airflow_provider_deltalite.maintenance.optimize_stats import FileSizeMetrics, OptimizeStats

@@ -20,17 +20,14 @@ from airflow_provider_deltalite.engine.expressions import (
     may_match_partitions,
     parse_expression,
 )
+from airflow_provider_deltalite.engine.file_actions import dv_key
 from airflow_provider_deltalite.engine.properties import TARGET_FILE_SIZE
 from airflow_provider_deltalite.engine.rewrite import (
     RewriteResult,
 )
 from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.engine.table import Table
-from airflow_provider_deltalite.engine.transaction import (
-    RetryPolicy,
-    Transaction,
-    dv_key,
-)
+from airflow_provider_deltalite.engine.transaction import RetryPolicy, Transaction
 from airflow_provider_deltalite.maintenance.options import positive_bytes, share
 
 log = logging.getLogger(__name__)

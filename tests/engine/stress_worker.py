@@ -22,7 +22,8 @@ import pyarrow.parquet as pq
 
 from airflow_provider_deltalite import DeltaTable
 from airflow_provider_deltalite.engine import ConcurrentModification, remove_from_add
-from airflow_provider_deltalite.engine.transaction import RetryPolicy, live_file_actions
+from airflow_provider_deltalite.engine.file_actions import live_file_actions
+from airflow_provider_deltalite.engine.transaction import RetryPolicy
 
 OPERATIONS = ("append", "deltars_append", "rewrite", "delete")
 WEIGHTS = (0.35, 0.2, 0.3, 0.15)

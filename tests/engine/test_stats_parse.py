@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_provider_deltalite.engine import stats_parse as stats_module
+from airflow_provider_deltalite.engine import stats_json as stats_module
 from airflow_provider_deltalite.engine.errors import CorruptLog, SchemaError
 from airflow_provider_deltalite.engine.expressions import bind, may_match_stats, parse_expression, to_arrow_filter
 from airflow_provider_deltalite.engine.stats_parse import parse_stats, stats_type

@@ -34,8 +34,9 @@ from airflow_provider_deltalite.engine import (
     VersionNotFound,
     remove_from_add,
 )
+from airflow_provider_deltalite.engine.file_actions import live_file_actions
 from airflow_provider_deltalite.engine.storage import Storage
-from airflow_provider_deltalite.engine.transaction import RetryPolicy, Transaction, live_file_actions
+from airflow_provider_deltalite.engine.transaction import RetryPolicy, Transaction
 from tests.helpers import copy_table, tree_state
 
 FAST = RetryPolicy(max_attempts=5, base_delay_s=0.0, max_delay_s=0.0)

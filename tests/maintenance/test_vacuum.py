@@ -30,7 +30,7 @@ from airflow_provider_deltalite.engine import (
     remove_from_add,
 )
 from airflow_provider_deltalite.engine.deletion_vectors import dv_absolute_path
-from airflow_provider_deltalite.engine.transaction import live_file_actions
+from airflow_provider_deltalite.engine.file_actions import live_file_actions
 from airflow_provider_deltalite.maintenance.vacuum import vacuum
 from airflow_provider_deltalite.maintenance.vacuum.lite import LAST_VACUUM_INFO_PATH
 from airflow_provider_deltalite.maintenance.vacuum.paths import HiddenRule, normal_relative

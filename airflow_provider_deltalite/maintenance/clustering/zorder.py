@@ -24,11 +24,12 @@ from typing import Any, cast
 
 from airflow_provider_deltalite.engine.errors import DeltaLiteError, InvalidArgument
 from airflow_provider_deltalite.engine.expressions import column_path, format_column
+from airflow_provider_deltalite.engine.file_actions import ensure_can_add_files, live_file_actions
 from airflow_provider_deltalite.engine.rewrite import RewriteResult, TableContext, WriterOptions
 from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.engine.stats_collect import StatsCollector
 from airflow_provider_deltalite.engine.table import Table
-from airflow_provider_deltalite.engine.transaction import RetryPolicy, ensure_can_add_files, live_file_actions
+from airflow_provider_deltalite.engine.transaction import RetryPolicy
 from airflow_provider_deltalite.maintenance.bin_packing import group_by
 from airflow_provider_deltalite.maintenance.clustering.runs import ClusterTask, cluster_files
 from airflow_provider_deltalite.maintenance.clustering.shuffle import cluster_with_shuffle, wants_shuffle
