@@ -11,17 +11,25 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from airflow_provider_deltalite.engine.errors import InvalidArgument
 from airflow_provider_deltalite.maintenance.options import (
     CURVES,
     VACUUM_MODES,
+    MaintenanceOptions,
     OptimizeOptions,
     VacuumOptions,
     ZOrderOptions,
     split_columns,
 )
+
+OptionsT = TypeVar("OptionsT", bound=MaintenanceOptions)
+
+
+def _options(cls: type[OptionsT], args: argparse.Namespace, table_uri: str | None) -> OptionsT:
+    # every option the parser defines carries the field's own name (``dest``), so the namespace maps onto the object
+    return cls.build({name: getattr(args, name) for name in cls.field_names() if hasattr(args, name)}, table_uri)
 
 
 def byte_count(text: str) -> int:
@@ -90,17 +98,7 @@ def add_optimize_arguments(parser: argparse.ArgumentParser) -> None:
 
 def optimize_options(args: argparse.Namespace, table_uri: str | None = None) -> OptimizeOptions:
     """The `OptimizeOptions` that `add_optimize_arguments` parsed."""
-    return OptimizeOptions.build(
-        {
-            "where": args.where,
-            "target_size": args.target_size,
-            "min_file_size": args.min_file_size,
-            "max_deleted_rows_ratio": args.max_deleted_rows_ratio,
-            "batch_size": args.batch_size,
-            "dry_run": args.dry_run,
-        },
-        table_uri,
-    )
+    return _options(OptimizeOptions, args, table_uri)
 
 
 def add_zorder_arguments(parser: argparse.ArgumentParser) -> None:
@@ -123,16 +121,7 @@ def zorder_options(args: argparse.Namespace, table_uri: str | None = None) -> ZO
     """
     if args.columns is None:
         raise InvalidArgument("the following arguments are required: --columns")
-    return ZOrderOptions.build(
-        {
-            "columns": args.columns,
-            "curve": args.curve,
-            "where": args.where,
-            "target_size": args.target_size,
-            "dry_run": args.dry_run,
-        },
-        table_uri,
-    )
+    return _options(ZOrderOptions, args, table_uri)
 
 
 def add_vacuum_arguments(parser: argparse.ArgumentParser) -> None:
@@ -177,13 +166,4 @@ def add_vacuum_arguments(parser: argparse.ArgumentParser) -> None:
 
 def vacuum_options(args: argparse.Namespace, table_uri: str | None = None) -> VacuumOptions:
     """The `VacuumOptions` that `add_vacuum_arguments` parsed."""
-    return VacuumOptions.build(
-        {
-            "retention_hours": args.retention_hours,
-            "dry_run": args.dry_run,
-            "mode": args.mode,
-            "enforce_retention_duration": args.enforce_retention_duration,
-            "commit_log_entries": args.commit_log_entries,
-        },
-        table_uri,
-    )
+    return _options(VacuumOptions, args, table_uri)

@@ -80,6 +80,29 @@ class DeleteOutcome:
     failed: tuple[tuple[str, str], ...] = ()
 
 
+def delete_each(
+    paths: list[str], full: list[str], remove: Callable[[str], object], failure: Callable[[Exception], str | None]
+) -> DeleteOutcome:
+    """Delete ``full`` paths one request each; ``failure(exc)`` is the reason to record for an exception, or None to
+    let it propagate (not a storage failure). A path already gone counts as missing, not failed."""
+    deleted: list[str] = []
+    missing: list[str] = []
+    failed: list[tuple[str, str]] = []
+    for path, f in zip(paths, full, strict=True):
+        try:
+            remove(f)
+        except FileNotFoundError:
+            missing.append(path)
+        except Exception as exc:
+            reason = failure(exc)
+            if reason is None:
+                raise
+            failed.append((path, reason))
+        else:
+            deleted.append(path)
+    return DeleteOutcome(tuple(deleted), tuple(missing), tuple(failed))
+
+
 class ReadFailed(Exception):
     """A read of several files failed on ``full`` (a full backend path) with ``cause``; `Storage` names that file."""
 

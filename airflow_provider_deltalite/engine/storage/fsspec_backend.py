@@ -18,6 +18,7 @@ from airflow_provider_deltalite.engine.storage.base import (
     ErrorTranslation,
     FileInfo,
     ReadFailed,
+    delete_each,
     mtime_ms,
 )
 from airflow_provider_deltalite.engine.storage.paths import describe
@@ -184,22 +185,13 @@ class FsspecBackend:
     # -- deletes ---------------------------------------------------------------------------------------------
 
     def delete(self, paths: list[str], full: list[str]) -> DeleteOutcome:
-        deleted: list[str] = []
-        missing: list[str] = []
-        failed: list[tuple[str, str]] = []
-        for path, f in zip(paths, full, strict=True):
-            try:
-                self.request(functools.partial(self.fs.rm_file, f))
-            except FileNotFoundError:
-                missing.append(path)
-            except Exception as exc:
-                if not is_backend_failure(exc):
-                    raise
-                tries = f" (after {self.policy.attempts} attempts)" if is_transient(exc) else ""
-                failed.append((path, describe(exc) + tries))
-            else:
-                deleted.append(path)
-        return DeleteOutcome(tuple(deleted), tuple(missing), tuple(failed))
+        def failure(exc: Exception) -> str | None:
+            if not is_backend_failure(exc):
+                return None
+            tries = f" (after {self.policy.attempts} attempts)" if is_transient(exc) else ""
+            return describe(exc) + tries
+
+        return delete_each(paths, full, lambda f: self.request(functools.partial(self.fs.rm_file, f)), failure)
 
     def remove_empty_dir(self, full: str) -> bool:
         return False  # no directories of its own: a prefix disappears with its last object

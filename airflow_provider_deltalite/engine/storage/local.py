@@ -14,7 +14,13 @@ from typing import Any, TypeVar
 import pyarrow as pa
 
 from airflow_provider_deltalite.engine.crash_points import crash_point
-from airflow_provider_deltalite.engine.storage.base import DeleteOutcome, DirListing, ErrorTranslation, FileInfo
+from airflow_provider_deltalite.engine.storage.base import (
+    DeleteOutcome,
+    DirListing,
+    ErrorTranslation,
+    FileInfo,
+    delete_each,
+)
 from airflow_provider_deltalite.engine.storage.fsspec_backend import FsspecBackend
 
 T = TypeVar("T")
@@ -154,19 +160,11 @@ class LocalBackend(FsspecBackend):
         return DirListing(tuple(names), tuple(sizes), tuple(mtimes), tuple(dirs), tuple(dir_mtimes), tuple(others))
 
     def delete(self, paths: list[str], full: list[str]) -> DeleteOutcome:
-        deleted: list[str] = []
-        missing: list[str] = []
-        failed: list[tuple[str, str]] = []
-        for path, f in zip(paths, full, strict=True):
-            try:
-                os.unlink(f)  # on a symbolic link this removes the link, never the file it points to
-            except FileNotFoundError:
-                missing.append(path)
-            except OSError as exc:
-                failed.append((path, f"{type(exc).__name__}: {exc.strerror or exc}"))
-            else:
-                deleted.append(path)
-        return DeleteOutcome(tuple(deleted), tuple(missing), tuple(failed))
+        def failure(exc: Exception) -> str | None:
+            return f"{type(exc).__name__}: {exc.strerror or exc}" if isinstance(exc, OSError) else None
+
+        # on a symbolic link os.unlink removes the link, never the file it points to
+        return delete_each(paths, full, os.unlink, failure)
 
     def remove_empty_dir(self, full: str) -> bool:
         try:
