@@ -8,10 +8,10 @@ CORPUS ?= ../shared/corpus
 
 .PHONY: env demo test test-fast lint typecheck conformance-doc bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[test]'
 	touch $(STAMP)
 
 env: $(STAMP)
