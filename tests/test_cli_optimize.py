@@ -184,3 +184,28 @@ def test_bad_inputs_are_one_line_and_write_nothing(tmp_path: Path) -> None:
     assert line.startswith(f"deltalite: error: table {ICEBERG}: ") and "icebergCompatV2" in line
     assert tree_state(ICEBERG) == iceberg_state
     assert tree_state(path) == state
+
+
+@pytest.mark.parametrize(
+    ("command", "flags", "problem"),
+    [
+        ("optimize", ("--target-size", "0"), "target_size must be a positive number of bytes, got 0"),
+        ("zorder", ("--columns", "x", "--curve", "peano"), "curve must be one of zorder, hilbert, got 'peano'"),
+        ("vacuum", ("--retention-hours", "-1"), "retention_hours must not be negative, got -1"),
+    ],
+)
+def test_an_option_error_names_the_table_as_resolved_not_as_typed(
+    tmp_path: Path, command: str, flags: tuple[str, ...], problem: str
+) -> None:
+    deltalake.write_deltalake(str(tmp_path / "t"), pa.table({"x": pa.array([1, 2], pa.int64())}))
+    before = tree_state(tmp_path / "t")
+    out = subprocess.run(
+        [sys.executable, "-m", "airflow_provider_deltalite", command, "t", *flags],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert (out.returncode, out.stdout) == (2, "")
+    assert out.stderr == f"deltalite: error: table {tmp_path / 't'}: {problem}\n"
+    assert tree_state(tmp_path / "t") == before

@@ -6,10 +6,12 @@ import argparse
 import math
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
-from airflow_provider_deltalite.maintenance.executor import Executor
-from airflow_provider_deltalite.table import DeltaTable
+if TYPE_CHECKING:
+    from airflow_provider_deltalite.maintenance.executor import Executor
+    from airflow_provider_deltalite.table import DeltaTable
+
 
 EXIT_ERROR = 2
 
@@ -34,6 +36,8 @@ def storage_options(pairs: Sequence[str] | None) -> dict[str, str]:
 
 def open_table(args: argparse.Namespace) -> DeltaTable:
     """The table named on the command line, with its ``--storage-option`` pairs."""
+    from airflow_provider_deltalite.table import DeltaTable  # loads maintenance; commands that need it pay for it
+
     return DeltaTable(args.table, storage_options=storage_options(args.storage_option))
 
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_deltalite.cli.arguments import optimize_options, vacuum_options, zorder_options
 from airflow_provider_deltalite.cli.common import make_executor, open_table
@@ -17,23 +16,28 @@ from airflow_provider_deltalite.cli.render import (
     progress_bar,
     vacuum_progress,
 )
-from airflow_provider_deltalite.maintenance.clustering.zorder import zorder
-from airflow_provider_deltalite.maintenance.optimize import optimize
-from airflow_provider_deltalite.maintenance.optimize_stats import OptimizeStats
-from airflow_provider_deltalite.maintenance.options import MaintenanceOptions
-from airflow_provider_deltalite.maintenance.vacuum import vacuum
+from airflow_provider_deltalite.maintenance.options import OptimizeOptions
+
+if TYPE_CHECKING:
+    from airflow_provider_deltalite.maintenance.optimize_stats import OptimizeStats
 
 
-def _run_rewrite(
-    args: argparse.Namespace, operation: Callable[..., OptimizeStats], options: MaintenanceOptions
-) -> OptimizeStats:
+def _run_rewrite(args: argparse.Namespace, operation: str) -> OptimizeStats:
     """Run OPTIMIZE or Z-order with the chosen executor and, on a terminal, a progress bar."""
-    table = open_table(args)
+    # the maintenance modules load here, not with the CLI: `deltalite describe` and the rest never need them
+    from airflow_provider_deltalite.maintenance.clustering.zorder import zorder
+    from airflow_provider_deltalite.maintenance.optimize import optimize
+
+    table = open_table(args)  # reads nothing yet; its URI names the table in option errors
+    options = optimize_options(args, table.uri) if operation == "optimize" else zorder_options(args, table.uri)
     table.snapshot()  # a missing table or bad protocol fails before a Spark session is started
     show_progress = not args.json and sys.stderr.isatty()
     executor = make_executor(args)
+    progress = progress_bar if show_progress else None
     try:
-        return operation(table, options, executor=executor, progress=progress_bar if show_progress else None)
+        if isinstance(options, OptimizeOptions):
+            return optimize(table, options, executor=executor, progress=progress)
+        return zorder(table, options, executor=executor, progress=progress)
     finally:
         executor.close()
         if show_progress:
@@ -41,14 +45,14 @@ def _run_rewrite(
 
 
 def cmd_optimize(args: argparse.Namespace) -> None:
-    stats = _run_rewrite(args, optimize, optimize_options(args, args.table))
+    stats = _run_rewrite(args, "optimize")
     if args.json:
         return print_json(stats.to_dict())
     print_rewrite_summary(stats, "optimize", "rewrote", "rewrite")
 
 
 def cmd_zorder(args: argparse.Namespace) -> None:
-    stats = _run_rewrite(args, zorder, zorder_options(args, args.table))
+    stats = _run_rewrite(args, "zorder")
     if args.json:
         return print_json(stats.to_dict())
     print_rewrite_summary(stats, "zorder", "clustered", "cluster")
@@ -60,8 +64,10 @@ def cmd_zorder(args: argparse.Namespace) -> None:
 
 
 def cmd_vacuum(args: argparse.Namespace) -> None:
-    options = vacuum_options(args, args.table)
-    table = open_table(args)
+    from airflow_provider_deltalite.maintenance.vacuum import vacuum
+
+    table = open_table(args)  # reads nothing yet; its URI names the table in option errors
+    options = vacuum_options(args, table.uri)
     table.snapshot()  # a missing table or bad protocol fails before a Spark session is started
     show_progress = not args.json and sys.stderr.isatty()
     # The local executor is vacuum's own (its default pool is sized for waiting on storage, not for the CPU).

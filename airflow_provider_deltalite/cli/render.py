@@ -6,13 +6,15 @@ import json
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_deltalite.engine.snapshot import Snapshot, json_default
-from airflow_provider_deltalite.maintenance.optimize_stats import OptimizeStats
-from airflow_provider_deltalite.maintenance.rewrites import OptimizeProgress
-from airflow_provider_deltalite.maintenance.vacuum import VacuumProgress
-from airflow_provider_deltalite.maintenance.vacuum.stats import VacuumStats
+
+if TYPE_CHECKING:
+    from airflow_provider_deltalite.maintenance.optimize_stats import OptimizeStats
+    from airflow_provider_deltalite.maintenance.rewrites import OptimizeProgress
+    from airflow_provider_deltalite.maintenance.vacuum import VacuumProgress
+    from airflow_provider_deltalite.maintenance.vacuum.stats import VacuumStats
 
 _SIZE_BINS = ((1 << 20, "<1MB"), (8 << 20, "<8MB"), (64 << 20, "<64MB"), (128 << 20, "<128MB"), (1 << 30, "<1GB"))
 

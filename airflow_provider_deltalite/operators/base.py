@@ -239,6 +239,10 @@ class DeltaLiteSparkJobOperator(SparkSubmitOperator):
             InvalidArgument: an argument does not convert to its type.
         """
         self._context = context
+        # every execution resolves the Spark connection afresh: SparkSubmitOperator builds its hook only when it has
+        # none, and a hook kept from an earlier run would carry that run's result path, options and credentials file
+        self._hook = None
+        self._submit_hook = None
         self._spark_conn_id = optional_text(self.spark_conn_id) or DEFAULT_SPARK_CONN_ID
         hook = DeltaLiteHook(optional_text(self.deltalite_conn_id))
         uri = hook.resolve_table_uri(optional_text(self.table_uri))
