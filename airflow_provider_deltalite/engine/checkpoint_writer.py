@@ -33,18 +33,16 @@ from airflow_provider_deltalite.engine import actions as A
 from airflow_provider_deltalite.engine.arrow_util import contiguous
 from airflow_provider_deltalite.engine.conform import delta_schema_to_arrow
 from airflow_provider_deltalite.engine.crash_points import crash_point
-from airflow_provider_deltalite.engine.errors import InvalidTableProperty
 from airflow_provider_deltalite.engine.last_checkpoint import read_last_checkpoint_hint, write_last_checkpoint
 from airflow_provider_deltalite.engine.log_path import LOG_DIR, SIDECAR_DIR, version_prefix
 from airflow_provider_deltalite.engine.log_segment import complete_checkpoints, list_log
 from airflow_provider_deltalite.engine.properties import (
-    CHECKPOINT_INTERVAL,
-    CHECKPOINT_POLICY,
     CHECKPOINT_WRITE_STATS_AS_JSON,
     CHECKPOINT_WRITE_STATS_AS_STRUCT,
     DELETED_FILE_RETENTION_DURATION,
     SET_TRANSACTION_RETENTION_DURATION,
-    TableProperties,
+    checkpoint_interval,
+    checkpoint_policy,
 )
 from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.engine.stats_parse import parse_stats
@@ -53,9 +51,6 @@ from airflow_provider_deltalite.engine.storage import Storage
 __all__ = [
     "SIDECAR_PART_SIZE",
     "CheckpointInfo",
-    "checkpoint_interval",
-    "checkpoint_policy",
-    "should_checkpoint",
     "write_checkpoint",
 ]
 
@@ -99,44 +94,6 @@ class CheckpointInfo:
             "numOfAddFiles": self.num_of_add_files,
             "lastCheckpointUpdated": self.last_checkpoint_updated,
         }
-
-
-# -- properties ------------------------------------------------------------------------------------------------
-
-
-def checkpoint_interval(properties: TableProperties) -> int:
-    """``delta.checkpointInterval`` (default 10).
-
-    Raises:
-        InvalidTableProperty: the value is not a whole number of at least 1.
-    """
-    return properties.positive_integer(CHECKPOINT_INTERVAL)
-
-
-def should_checkpoint(version: int, properties: TableProperties) -> bool:
-    """Whether the reference's post-commit hook would checkpoint ``version``: not version 0, and a multiple of the
-    interval.
-
-    Raises:
-        InvalidTableProperty: ``delta.checkpointInterval`` is invalid.
-    """
-    interval = checkpoint_interval(properties)
-    return version != 0 and version % interval == 0
-
-
-def checkpoint_policy(properties: TableProperties, table_uri: str | None = None) -> str:
-    """``delta.checkpointPolicy``: ``"classic"`` (default) or ``"v2"`` (any case).
-
-    Raises:
-        InvalidTableProperty: any other value.
-    """
-    value = properties[CHECKPOINT_POLICY].strip().lower()
-    if value not in ("classic", "v2"):
-        raise InvalidTableProperty(
-            f"property {CHECKPOINT_POLICY}={properties[CHECKPOINT_POLICY]!r} is invalid: must be classic or v2",
-            table_uri,
-        )
-    return value
 
 
 @dataclass(frozen=True)

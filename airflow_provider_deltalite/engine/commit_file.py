@@ -125,8 +125,8 @@ def find_non_file_actions(
     """Locate and parse the non-file actions of commit files by searching for their keys.
 
     A key string can only appear unescaped as a JSON key (inside strings quotes are escaped), except as a bare
-    string value; each candidate line is parsed, so such a value is recognised and skipped. A candidate line that is
-    not a JSON object raises CorruptLog, as in `commit_lines`.
+    string value inside an action; each candidate line is parsed, so an action that merely holds such a value is
+    skipped. A candidate line that is not a JSON object raises CorruptLog, as in `commit_lines`.
     """
     found: list[NonFileAction] = []
     for version, data in contents:

@@ -45,15 +45,15 @@ def validate_staged_actions(
     properties.positive_integer(CHECKPOINT_INTERVAL)
     properties.interval_ms(LOG_RETENTION_DURATION)
     properties.interval_ms(DELETED_FILE_RETENTION_DURATION)
-    properties.boolean(APPEND_ONLY)
+    append_only = properties.boolean(APPEND_ONLY)
     if adds:
         ensure_can_add_files(snapshot)
     flags = {bool(a.get("dataChange", True)) for a in [*adds, *removes]}
     if len(flags) > 1:
         raise TransactionError("a commit must not mix dataChange=true and dataChange=false actions", uri)
-    if True in flags and removes and snapshot.properties.boolean(APPEND_ONLY):
+    if True in flags and removes and append_only:
         raise TransactionError(
-            "the table is append-only (delta.appendOnly=true): removes with dataChange=true are not allowed", uri
+            f"the table is append-only ({APPEND_ONLY}=true): removes with dataChange=true are not allowed", uri
         )
     expected = set(snapshot.partition_physical_names)
     for a in adds:
@@ -110,7 +110,7 @@ def ensure_files_outlive_vacuum(
         age = now_ms - min(a["modificationTime"] for a in old)
         raise CommitTooLate(
             f"the oldest new file was written {age / 1000:.1f} s ago, more than half of "
-            f"delta.deletedFileRetentionDuration ({retention / 1000:g} s): a concurrent VACUUM may already have "
+            f"{DELETED_FILE_RETENTION_DURATION} ({retention / 1000:g} s): a concurrent VACUUM may already have "
             "deleted it, so nothing was committed; run the operation again",
             snapshot.table_uri,
         )

@@ -22,9 +22,7 @@ def read_last_checkpoint_hint(storage: Storage) -> dict[str, Any] | None:
     try:
         raw = storage.read(f"{LOG_DIR}/{LAST_CHECKPOINT}")
         hint = json.loads(raw)
-    except FileNotFoundError:
-        return None
-    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested too deeply to parse
+    except (FileNotFoundError, ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested too deeply
         return None
     if not isinstance(hint, dict) or not isinstance(hint.get("version"), int) or hint["version"] < 0:
         return None

@@ -172,3 +172,40 @@ class TableProperties(Mapping[str, str]):
         if value not in ("true", "false"):
             raise self._bad(key, "not a boolean")
         return value == "true"
+
+
+# -- when and how to checkpoint -------------------------------------------------------------------------------
+
+
+def checkpoint_interval(properties: TableProperties) -> int:
+    """``delta.checkpointInterval`` (default 10).
+
+    Raises:
+        InvalidTableProperty: the value is not a whole number of at least 1.
+    """
+    return properties.positive_integer(CHECKPOINT_INTERVAL)
+
+
+def should_checkpoint(version: int, properties: TableProperties) -> bool:
+    """Whether the reference's post-commit hook would checkpoint ``version``: not version 0, and a multiple of the
+    interval.
+
+    Raises:
+        InvalidTableProperty: ``delta.checkpointInterval`` is invalid.
+    """
+    return version != 0 and version % checkpoint_interval(properties) == 0
+
+
+def checkpoint_policy(properties: TableProperties, table_uri: str | None = None) -> str:
+    """``delta.checkpointPolicy``: ``"classic"`` (default) or ``"v2"`` (any case).
+
+    Raises:
+        InvalidTableProperty: any other value.
+    """
+    value = properties[CHECKPOINT_POLICY].strip().lower()
+    if value not in ("classic", "v2"):
+        raise InvalidTableProperty(
+            f"property {CHECKPOINT_POLICY}={properties[CHECKPOINT_POLICY]!r} is invalid: must be classic or v2",
+            table_uri,
+        )
+    return value

@@ -7,7 +7,6 @@ per logical file wins, and the non-file actions fold into the latest protocol, m
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -18,19 +17,6 @@ from airflow_provider_deltalite.engine import actions as A
 from airflow_provider_deltalite.engine.arrow_util import contiguous
 from airflow_provider_deltalite.engine.checkpoint_reader import CheckpointContent, checkpoint_file_actions
 from airflow_provider_deltalite.engine.commit_file import NonFileAction
-
-
-@dataclass
-class ParsedActions:
-    """Actions of a set of log files: file actions as Arrow tables, the rest as dicts.
-
-    ``adds`` and ``removes`` carry two extra columns: ``_version`` (commit version, -1 inside a checkpoint) and
-    ``_seq`` (replay order; larger wins).
-    """
-
-    adds: pa.Table
-    removes: pa.Table
-    non_file: list[NonFileAction] = field(default_factory=list)
 
 
 def file_keys(paths: pa.Array, dvs: pa.Array, normalize) -> pa.Array:

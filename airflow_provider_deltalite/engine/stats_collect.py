@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 
 from airflow_provider_deltalite.engine.errors import InvalidTableProperty, SchemaError
 from airflow_provider_deltalite.engine.properties import (
+    COLUMN_MAPPING_MODE,
     DATA_SKIPPING_NUM_INDEXED_COLS,
     DATA_SKIPPING_STATS_COLUMNS,
     DATA_SKIPPING_STRING_PREFIX_LENGTH,
@@ -266,7 +267,7 @@ class StatsCollector:
         self._table_uri = table_uri
         if column_mapping_mode not in ("none", "name", "id"):
             raise InvalidTableProperty(
-                f"delta.columnMapping.mode must be none, name or id, got {column_mapping_mode!r}", table_uri
+                f"{COLUMN_MAPPING_MODE} must be none, name or id, got {column_mapping_mode!r}", table_uri
             )
         parsed = parse_schema_string(json.dumps(schema), table_uri=table_uri)
         excluded = set(partition_columns)

@@ -386,8 +386,9 @@ class Transaction:
 
     def _post_commit(self, version: int) -> bool:
         """Checkpoint and clean the log when the interval says so; a failure here never fails the commit."""
-        from airflow_provider_deltalite.engine.checkpoint_writer import should_checkpoint, write_checkpoint
+        from airflow_provider_deltalite.engine.checkpoint_writer import write_checkpoint
         from airflow_provider_deltalite.engine.log_cleanup import cleanup_expired_logs
+        from airflow_provider_deltalite.engine.properties import should_checkpoint
 
         try:
             if not should_checkpoint(version, self.snapshot.properties):

@@ -17,13 +17,9 @@ import pytest
 
 from airflow_provider_deltalite import DeltaTable
 from airflow_provider_deltalite.engine import InvalidTableProperty
-from airflow_provider_deltalite.engine.checkpoint_writer import (
-    checkpoint_interval,
-    should_checkpoint,
-    write_checkpoint,
-)
+from airflow_provider_deltalite.engine.checkpoint_writer import write_checkpoint
 from airflow_provider_deltalite.engine.last_checkpoint import last_checkpoint_checksum
-from airflow_provider_deltalite.engine.properties import TableProperties
+from airflow_provider_deltalite.engine.properties import TableProperties, checkpoint_interval, should_checkpoint
 from airflow_provider_deltalite.engine.snapshot import Snapshot
 from tests.conformance.corpus import CorpusTable, corpus_tables, deltars_paths, normalise_path
 from tests.helpers import CORPUS, copy_table, tree_state

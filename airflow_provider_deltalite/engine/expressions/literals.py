@@ -9,6 +9,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import pyarrow as pa
 
+from airflow_provider_deltalite.engine.arrow_util import is_string_type
 from airflow_provider_deltalite.engine.errors import InvalidExpression
 from airflow_provider_deltalite.engine.expressions.nodes import sql_literal
 
@@ -35,7 +36,7 @@ def type_name(t: pa.DataType) -> str:
     }
     if t in names:
         return names[t]
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+    if is_string_type(t):
         return "string"
     if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
         return "binary"
@@ -224,7 +225,7 @@ def coerce_literal(value: object, t: pa.DataType) -> object:
         if isinstance(value, str) and value.strip().lower() in ("true", "false"):
             return value.strip().lower() == "true"
         raise bad
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+    if is_string_type(t):
         if isinstance(value, str):
             return value
         raise bad

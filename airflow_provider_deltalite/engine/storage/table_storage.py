@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import posixpath
 from collections.abc import Container, Iterable, Iterator, Mapping
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import fsspec
@@ -32,8 +32,6 @@ from airflow_provider_deltalite.engine.storage.retry import (
     is_transient,
 )
 from airflow_provider_deltalite.engine.storage.upload import Upload
-
-T = TypeVar("T")
 
 # Options that configure deltalite itself rather than the fsspec backend: `Storage` takes them out of the storage
 # options before it builds the filesystem.
