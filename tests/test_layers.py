@@ -141,3 +141,16 @@ def test_the_check_sees_lazy_type_only_and_relative_imports(source: str, expecte
 
 def test_every_module_has_a_layer() -> None:
     assert {LAYERS[layer_of(module_name(p))][0] for p in package_modules()} == {name for name, _ in LAYERS}
+
+
+def test_the_order_is_the_one_docs_architecture_shows() -> None:
+    # the diagram's first column, top to bottom: each layer's name starts a line (continuation lines start blank)
+    text = (ROOT.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    diagram = text.split("```")[1]
+    names = {name for name, _ in LAYERS}
+    shown = [
+        next(name for name in names if line[1:].startswith(name + " "))
+        for line in diagram.splitlines()
+        if line.startswith(" ") and any(line[1:].startswith(name + " ") for name in names)
+    ]
+    assert shown == [name for name, _ in reversed(LAYERS)]

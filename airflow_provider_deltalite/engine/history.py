@@ -7,7 +7,7 @@ from typing import Any
 
 from airflow_provider_deltalite.engine import actions as A
 from airflow_provider_deltalite.engine.commit_file import clean_commit_bytes, find_non_file_actions
-from airflow_provider_deltalite.engine.log_path import LOG_DIR, LogFileKind, commit_name
+from airflow_provider_deltalite.engine.log_path import LogFileKind, commit_path
 from airflow_provider_deltalite.engine.log_segment import LogSegment, list_log
 from airflow_provider_deltalite.engine.properties import (
     ENABLE_IN_COMMIT_TIMESTAMPS,
@@ -54,7 +54,7 @@ def commit_timestamp(
 def read_commit_info(storage: Storage, version: int) -> dict[str, Any] | None:
     """The commitInfo action of one commit file, or None when the file or the action is missing."""
     try:
-        data = storage.read(f"{LOG_DIR}/{commit_name(version)}")
+        data = storage.read(commit_path(version))
     except FileNotFoundError:
         return None
     return commit_info_of(storage, version, data)

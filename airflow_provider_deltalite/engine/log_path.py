@@ -76,6 +76,11 @@ def commit_name(version: int) -> str:
     return f"{version:020d}.json"
 
 
+def commit_path(version: int) -> str:
+    """``_delta_log/00000000000000000042.json``, relative to the table root."""
+    return f"{LOG_DIR}/{commit_name(version)}"
+
+
 def version_prefix(version: int) -> str:
     """The 20-digit prefix every log file of ``version`` starts with."""
     return f"{version:020d}"

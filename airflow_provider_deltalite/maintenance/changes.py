@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_deltalite.engine.errors import CorruptLog, InvalidArgument, LogGap, TableRecreated
-from airflow_provider_deltalite.engine.log_path import LOG_DIR, LogFileKind, commit_name
+from airflow_provider_deltalite.engine.log_path import LOG_DIR, LogFileKind, commit_name, commit_path
 from airflow_provider_deltalite.engine.log_segment import (
     complete_checkpoints,
     first_missing,
@@ -159,15 +159,6 @@ class _Behind(Exception):
         super().__init__(latest)
 
 
-def _commit_path(version: int) -> str:
-    return f"{LOG_DIR}/{commit_name(version)}"
-
-
-def _lists_from_a_name(storage: Storage) -> bool:
-    # Only S3's listing starts at a name on the server; elsewhere `list_from` lists the whole directory.
-    return storage.lists_from_name
-
-
 def _listed_tail(
     storage: Storage, since: int, until: int | None, on_gap: str, *, continuing: bool = False
 ) -> tuple[list[_Commit], int | None]:
@@ -179,7 +170,7 @@ def _listed_tail(
     files = list_log(storage, since + 1)  # TableNotFound when there is no _delta_log
     commits = {f.version: f for f in files if f.parsed.kind is LogFileKind.COMMIT}
     if not commits:
-        if continuing or (since >= 0 and storage.exists(_commit_path(since))):
+        if continuing or (since >= 0 and storage.exists(commit_path(since))):
             return [], None  # the newest commit is still `since`
         latest = load_log_segment(storage, None).version  # TableNotFound when the log holds nothing
         if latest < since:
@@ -224,7 +215,7 @@ def _listed_tail(
 
 def _tail(storage: Storage, since: int, until: int | None, on_gap: str) -> tuple[list[_Commit], int | None]:
     """The commits ``since + 1 ..`` (up to ``until``), contiguous; and ``gap_from`` (see the module docstring)."""
-    if _lists_from_a_name(storage):
+    if storage.lists_from_name:  # the store starts the listing at the name; elsewhere the whole log is listed
         return _listed_tail(storage, since, until, on_gap)
     found: list[_Commit] = []
     version = since + 1
@@ -233,14 +224,14 @@ def _tail(storage: Storage, since: int, until: int | None, on_gap: str) -> tuple
             rest, _ = _listed_tail(storage, version - 1, until, on_gap, continuing=True)
             return found + rest, None
         try:
-            data = storage.read(_commit_path(version))
+            data = storage.read(commit_path(version))
         except FileNotFoundError:
             break
         found.append(_Commit(version, data, None))
         version += 1
     if found:
         return found, None
-    if since >= 0 and storage.exists(_commit_path(since)):
+    if since >= 0 and storage.exists(commit_path(since)):
         return [], None  # the newest commit is still `since`
     return _listed_tail(storage, since, until, on_gap)
 
@@ -300,7 +291,14 @@ def list_changes(
     """
     uri = storage.table_uri
     ChangesOptions.build(
-        {"since": since, "until": until, "on_gap": on_gap, "table_id": table_id, "on_recreate": on_recreate},
+        {
+            "since": since,
+            "until": until,
+            "on_gap": on_gap,
+            "table_id": table_id,
+            "on_recreate": on_recreate,
+            "include_metadata_changes": include_metadata_changes,
+        },
         uri,
     )
     recreated = False

@@ -33,7 +33,6 @@ OptionsT = TypeVar("OptionsT", bound="MaintenanceOptions")
 CURVES = ("zorder", "hilbert")
 DEFAULT_NUM_RANGES = 1000  # range ids per clustering column: the reference's 1000
 DEFAULT_RUN_BYTES = 16 * 1024 * 1024  # memory one sorted clustering run may take
-MAX_ZORDER_COLUMNS = 32
 VACUUM_MODES = ("full", "lite")
 GAP_POLICIES = ("raise", "resume")
 HOUR_MS = 3_600_000
@@ -440,8 +439,3 @@ class ChangesOptions(MaintenanceOptions):
         if self.table_id is not None and not isinstance(self.table_id, str):
             raise InvalidArgument(f"table_id must be a string, got {self.table_id!r}")
         _flag("include_metadata_changes", self.include_metadata_changes)
-
-
-OPTIONS_BY_OPERATION: dict[str, type[MaintenanceOptions]] = {
-    cls.operation: cls for cls in (OptimizeOptions, ZOrderOptions, VacuumOptions, ChangesOptions)
-}

@@ -82,7 +82,7 @@ def test_builders_name_the_table() -> None:
     assert str(info.value) == "table s3://b/t: dry_run must be true or false, got 'maybe'"
 
 
-def test_options_object_or_keywords_not_both(tmp_path) -> None:
+def test_options_object_or_keywords_not_both() -> None:
     with pytest.raises(InvalidArgument) as info:
         OptimizeOptions.resolve(OptimizeOptions(), {"dry_run": True}, "/t")
     assert str(info.value) == "table /t: pass OptimizeOptions or keyword options, not both (got dry_run)"

@@ -35,7 +35,7 @@ from airflow_provider_deltalite.maintenance.clustering.runs import ClusterTask, 
 from airflow_provider_deltalite.maintenance.clustering.shuffle import cluster_with_shuffle, wants_shuffle
 from airflow_provider_deltalite.maintenance.executor import Executor, LocalExecutor, ShuffleExecutor
 from airflow_provider_deltalite.maintenance.optimize_stats import FileSizeMetrics, OptimizeStats
-from airflow_provider_deltalite.maintenance.options import CURVES, MAX_ZORDER_COLUMNS, ZOrderOptions
+from airflow_provider_deltalite.maintenance.options import CURVES, ZOrderOptions
 from airflow_provider_deltalite.maintenance.rewrites import (
     OptimizeProgress,
     commit_rewrite,
@@ -44,7 +44,7 @@ from airflow_provider_deltalite.maintenance.rewrites import (
     resolve_sizes,
 )
 
-MAX_COLUMNS = MAX_ZORDER_COLUMNS
+MAX_COLUMNS = 32
 TAG_CUBE_ID = "ZCUBE_ID"
 TAG_COLUMNS = "ZCUBE_ZORDER_BY"
 TAG_CURVE = "ZCUBE_ZORDER_CURVE"

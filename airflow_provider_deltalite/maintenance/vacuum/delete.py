@@ -1,5 +1,5 @@
 """Deleting a plan: batches of paths as executor tasks (one S3 DeleteObjects per batch), only confirmed deletions
-counted, paths in `_delta_log` and hidden names refused at the last moment."""
+counted; a path inside `_delta_log`, absolute, or with empty, `.` or `..` segments is refused at the last moment."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ from airflow_provider_deltalite.engine.commit_file import (
 )
 from airflow_provider_deltalite.engine.errors import CorruptLog, VacuumRefused
 from airflow_provider_deltalite.engine.history import commit_info_of, in_commit_timestamps_enabled
-from airflow_provider_deltalite.engine.log_path import LOG_DIR, LogFileKind, commit_name
+from airflow_provider_deltalite.engine.log_path import LOG_DIR, LogFileKind, commit_path
 from airflow_provider_deltalite.engine.log_segment import LogFile, list_log
 from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.engine.storage import Storage
@@ -194,7 +194,7 @@ def lite_candidates(storage: Storage, snapshot: Snapshot, window: LiteWindow) ->
     for first in range(window.start, window.end + 1, _COMMITS_PER_READ):
         versions = list(range(first, min(first + _COMMITS_PER_READ, window.end + 1)))
         try:
-            raw = storage.read_many([f"{LOG_DIR}/{commit_name(v)}" for v in versions])
+            raw = storage.read_many([commit_path(v) for v in versions])
         except FileNotFoundError:
             raise VacuumRefused(
                 f"a commit between versions {versions[0]} and {versions[-1]} disappeared while VACUUM LITE read it "

@@ -1,5 +1,6 @@
 """What VACUUM deletes: FULL from the listing, LITE from the log since the last vacuum; the plan re-checked against a
-newer snapshot when another writer committed meanwhile. Pure: no I/O beyond what is passed in."""
+newer snapshot when another writer committed meanwhile. FULL plans from the listing alone; LITE reads the commits it
+needs, and the re-check reads the newer snapshot."""
 
 from __future__ import annotations
 

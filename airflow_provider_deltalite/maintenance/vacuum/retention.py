@@ -51,15 +51,6 @@ def hours_text(ms: int) -> str:
     return f"{ms / HOUR_MS:g} hours"
 
 
-def specified_retention_ms(retention_hours: float | None, table_uri: str | None = None) -> int | None:
-    """``retention_hours`` in ms, or None when not given.
-
-    Raises:
-        InvalidArgument: not a finite, non-negative number of hours.
-    """
-    return retention_ms(retention_hours, table_uri)
-
-
 def resolve_retention(
     snapshot: Snapshot,
     *,
@@ -76,7 +67,7 @@ def resolve_retention(
             retention is shorter than its file retention, and ``enforce_retention_duration`` is True.
     """
     uri = snapshot.table_uri
-    specified = specified_retention_ms(retention_hours, uri)
+    specified = retention_ms(retention_hours, uri)
     default = snapshot.properties.interval_ms(DELETED_FILE_RETENTION_DURATION)
     log_retention = snapshot.properties.interval_ms(LOG_RETENTION_DURATION)
     if enforce_retention_duration:

@@ -53,13 +53,6 @@ from airflow_provider_deltalite.maintenance.vacuum.stats import VacuumProgress, 
 log = logging.getLogger(__name__)
 
 
-def default_threads(storage: Storage) -> int:
-    """Threads of the default local executor. On object stores listing and deleting wait on the network, so the
-    pool is wider than the core count; on a local disk they are bound by the CPU (Python's work per entry and the
-    system calls), where more threads than cores only add contention."""
-    return storage.default_concurrency
-
-
 def _start_parameters(window: RetentionWindow) -> dict[str, Any]:
     parameters: dict[str, Any] = {"retentionCheckEnabled": window.check_enabled}
     if window.specified_retention_ms is not None:
@@ -143,7 +136,8 @@ def vacuum(
     rule = HiddenRule.for_snapshot(snapshot)
     protected = protected_files(snapshot, window.horizon_ms)
     owned = executor is None
-    executor = executor or LocalExecutor(max_concurrent_tasks or default_threads(storage))
+    # listing and deleting wait on the store: its own concurrency, not the core count, sizes the default pool
+    executor = executor or LocalExecutor(max_concurrent_tasks or storage.default_concurrency)
     try:
         if kind == FULL:
             listing = list_table(storage, rule, executor, progress, protected.paths)
