@@ -73,19 +73,14 @@ class DeltaLiteJobFailed(DeltaLiteError):
     is the driver's one-line error when it printed one, otherwise spark-submit's exit code and last line of output."""
 
 
-def at_least(name: str, value: int | float | None, minimum: float, table_uri: str | None) -> None:
-    """Range check of an operator-only argument (thresholds the engine does not know)."""
-    if value is not None and value < minimum:
-        raise InvalidArgument(f"{name} must be at least {minimum:g}, got {value!r}", table_uri)
-
-
 def threshold(name: str, value: Any, table_uri: str | None) -> int | None:
-    """An operator-only threshold (a rendered whole number, at least 0), or None when unset."""
+    """An operator-only threshold (a rendered whole number, at least 0; the engine does not know it), or None."""
     try:
         number = whole_number(name, value)
     except InvalidArgument as exc:
         raise InvalidArgument(exc.problem, table_uri) from None
-    at_least(name, number, 0, table_uri)
+    if number is not None and number < 0:
+        raise InvalidArgument(f"{name} must be at least 0, got {number!r}", table_uri)
     return number
 
 
@@ -127,6 +122,8 @@ class DeltaLiteSparkJobOperator(SparkSubmitOperator):
 
     command: ClassVar[str] = ""
     options_class: ClassVar[type[MaintenanceOptions]] = MaintenanceOptions
+    # the operator-only argument that lets `plan` skip the job (a whole number, at least 0), if the operator has one
+    threshold_field: ClassVar[str | None] = None
     template_fields: Sequence[str] = (
         *SparkSubmitOperator.template_fields,
         "table_uri",
@@ -175,6 +172,7 @@ class DeltaLiteSparkJobOperator(SparkSubmitOperator):
         self.stats: dict[str, Any] | None = None
         self._storage_options: dict[str, Any] = {}
         self._options: MaintenanceOptions | None = None
+        self._threshold: int | None = None  # `threshold_field`'s value, converted when the task resolves
         self._spark_conn_id = DEFAULT_SPARK_CONN_ID
         self._submit_hook: DeltaLiteSparkSubmitHook | None = None
         self._scratch: str | None = None
@@ -187,9 +185,6 @@ class DeltaLiteSparkJobOperator(SparkSubmitOperator):
         """The (rendered) operator arguments that are options of the operation, by option name."""
         raise NotImplementedError
 
-    def check_thresholds(self, table_uri: str | None) -> None:
-        """Convert and check the operator-only skip thresholds; raises InvalidArgument."""
-
     def plan(self, table: DeltaTable, options: Any) -> tuple[dict[str, Any], str | None] | None:
         """Plan in process with the job's ``options``: ``(stats, reason)`` to return without starting Spark
         (``reason`` None when the plan itself is the answer, e.g. a dry run), or None to run the job."""
@@ -197,7 +192,7 @@ class DeltaLiteSparkJobOperator(SparkSubmitOperator):
 
     def has_threshold(self) -> bool:
         """True when a skip threshold is set: `plan` then runs even with ``preflight=False``."""
-        return False
+        return self.threshold_field is not None and optional_text(getattr(self, self.threshold_field)) is not None
 
     def options(self, table_uri: str | None) -> MaintenanceOptions:
         """The operation's options object from the rendered arguments; raises InvalidArgument naming the table."""
@@ -249,7 +244,8 @@ class DeltaLiteSparkJobOperator(SparkSubmitOperator):
         self.resolved_table_uri = uri
         self._storage_options = hook.get_storage_options(uri)
         self._options = self.options(uri)
-        self.check_thresholds(uri)
+        field = self.threshold_field
+        self._threshold = None if field is None else threshold(field, getattr(self, field), uri)
         return uri
 
     def hook_arguments(self) -> dict[str, Any]:
@@ -398,6 +394,5 @@ __all__ = [
     "DeltaLiteJobFailed",
     "DeltaLiteSparkJobOperator",
     "InvalidConnection",
-    "at_least",
     "threshold",
 ]

@@ -6,8 +6,8 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_deltalite.maintenance.options import OptimizeOptions, optional_text
-from airflow_provider_deltalite.operators.base import DeltaLiteSparkJobOperator, threshold
+from airflow_provider_deltalite.maintenance.options import OptimizeOptions
+from airflow_provider_deltalite.operators.base import DeltaLiteSparkJobOperator
 
 if TYPE_CHECKING:
     from airflow_provider_deltalite.table import DeltaTable
@@ -37,6 +37,7 @@ class OptimizeOperator(DeltaLiteSparkJobOperator):
 
     command = "optimize"
     options_class = OptimizeOptions
+    threshold_field = "min_small_files"
     template_fields: Sequence[str] = (
         *DeltaLiteSparkJobOperator.template_fields,
         "where",
@@ -75,18 +76,12 @@ class OptimizeOperator(DeltaLiteSparkJobOperator):
             "max_deleted_rows_ratio": self.max_deleted_rows_ratio,
         }
 
-    def check_thresholds(self, table_uri: str | None) -> None:
-        threshold("min_small_files", self.min_small_files, table_uri)
-
-    def has_threshold(self) -> bool:
-        return optional_text(self.min_small_files) is not None
-
     def plan(self, table: DeltaTable, options: OptimizeOptions) -> tuple[dict[str, Any], str | None] | None:
         from airflow_provider_deltalite.maintenance.optimize import optimize
 
         stats = optimize(table, dataclasses.replace(options, dry_run=True)).to_dict()
         files = stats["numFilesRemoved"]
-        minimum = threshold("min_small_files", self.min_small_files, table.uri) or 0
+        minimum = self._threshold or 0
         if files == 0:
             return stats, "nothing to compact"
         if files < minimum:

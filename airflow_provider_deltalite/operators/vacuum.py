@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_deltalite.maintenance.options import VacuumOptions, flag
-from airflow_provider_deltalite.operators.base import DeltaLiteSparkJobOperator, threshold
+from airflow_provider_deltalite.operators.base import DeltaLiteSparkJobOperator
 
 try:
     from airflow.exceptions import AirflowProviderDeprecationWarning as _Deprecation
@@ -45,6 +45,7 @@ class VacuumOperator(DeltaLiteSparkJobOperator):
 
     command = "vacuum"
     options_class = VacuumOptions
+    threshold_field = "min_reclaimable_bytes"
     template_fields: Sequence[str] = (
         *DeltaLiteSparkJobOperator.template_fields,
         "retention_hours",
@@ -98,14 +99,8 @@ class VacuumOperator(DeltaLiteSparkJobOperator):
             "commit_log_entries": self.commit_log_entries,
         }
 
-    def check_thresholds(self, table_uri: str | None) -> None:
-        threshold("min_reclaimable_bytes", self.min_reclaimable_bytes, table_uri)
-
-    def has_threshold(self) -> bool:
-        return threshold("min_reclaimable_bytes", self.min_reclaimable_bytes, None) is not None
-
     def plan(self, table: DeltaTable, options: VacuumOptions) -> tuple[dict[str, Any], str | None] | None:
-        minimum = threshold("min_reclaimable_bytes", self.min_reclaimable_bytes, table.uri)
+        minimum = self._threshold
         if minimum is None:
             return None  # listing storage is the job's work; only a threshold makes it worth doing here first
         from airflow_provider_deltalite.maintenance.vacuum import vacuum
