@@ -666,7 +666,6 @@ def profile_output(result: dict[str, Any] | None, err: str) -> str:
 
 def finish(report: dict[str, Any], targets: list[dict[str, Any]], path: Path, started: float, write: bool) -> int:
     """Write ``report`` (unless ``write`` is false) and return the exit code: 0, or 2 when a target failed."""
-    report["total_runtime_s"] = round(time.perf_counter() - started, 1)
     if write:
         write_results(path, report, started)
     return 0 if passed(targets) else 2
