@@ -6,6 +6,8 @@ since the transaction's read version:
 1. a protocol change in the winner always conflicts (ProtocolChanged);
 2. a metadata change in the winner always conflicts (MetadataChanged);
 3. a txn for an appId this transaction read or writes, or a domain both write, conflicts (ConcurrentTransaction);
+   ``delta.rowTracking`` has a resolver, as in the reference: a winner's new high-water mark is no conflict, the
+   transaction assigns its row ids again above it (`WinningCommit.row_id_high_water_mark`);
 4. added files: skipped for SnapshotIsolation (dataChange=false rewrites) and blind appends; under Serializable any
    winner add inside what this transaction read (its partition predicates, or the whole table) conflicts
    (ConcurrentAppend); like the reference, the winner's dataChange flag does not matter;
@@ -33,6 +35,11 @@ from airflow_provider_deltalite.engine.errors import (
     MetadataChanged,
     ProtocolChanged,
 )
+from airflow_provider_deltalite.engine.row_tracking import DOMAIN as ROW_TRACKING_DOMAIN
+from airflow_provider_deltalite.engine.row_tracking import parse_high_water_mark
+
+# domains whose concurrent changes are resolved rather than conflicting (the reference's DomainMetadata resolvers)
+RESOLVED_DOMAINS = frozenset({ROW_TRACKING_DOMAIN})
 
 # decides whether a winner's add (its raw partitionValues) falls inside what the transaction read
 PartitionMatcher = Callable[[list[Mapping[str, Any]]], list[bool]]
@@ -80,6 +87,7 @@ class WinningCommit:
     metadata: dict[str, Any] | None
     txn_app_ids: set[str]
     domains: set[str]
+    row_id_high_water_mark: int | None = None
 
     @property
     def operation(self) -> str | None:
@@ -102,6 +110,7 @@ def parse_winning_commit(version: int, data: bytes, table_uri: str | None) -> Wi
     protocol = metadata = None
     app_ids: set[str] = set()
     domains: set[str] = set()
+    mark = None
     for _line_no, obj in commit_lines(version, clean_commit_bytes(data), table_uri):
         for name, value in obj.items():
             if not isinstance(value, dict):
@@ -120,7 +129,9 @@ def parse_winning_commit(version: int, data: bytes, table_uri: str | None) -> Wi
                 app_ids.add(value["appId"])
             elif name == A.DOMAIN_METADATA and isinstance(value.get("domain"), str):
                 domains.add(value["domain"])
-    return WinningCommit(version, commit_info, adds, removes, protocol, metadata, app_ids, domains)
+                if value["domain"] == ROW_TRACKING_DOMAIN and not value.get("removed"):
+                    mark = parse_high_water_mark(value.get("configuration"), table_uri)
+    return WinningCommit(version, commit_info, adds, removes, protocol, metadata, app_ids, domains, mark)
 
 
 class _WinnerDetails(TypedDict):
@@ -151,7 +162,7 @@ def check_winning_commit(
         raise ConcurrentTransaction(
             f"another commit wrote a transaction for application '{clash[0]}'", table_uri, **where
         )
-    domain_clash = sorted(winner.domains & own.domains)
+    domain_clash = sorted((winner.domains & own.domains) - RESOLVED_DOMAINS)
     if domain_clash:
         raise ConcurrentTransaction(f"another commit changed domain '{domain_clash[0]}'", table_uri, **where)
     if own.isolation_level != SNAPSHOT_ISOLATION and not own.is_blind_append and winner.adds:

@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 from airflow_provider_deltalite.engine.conform import delta_schema_to_arrow, file_columns, to_logical
 from airflow_provider_deltalite.engine.deletion_vectors import read_deletion_vector
 from airflow_provider_deltalite.engine.errors import DeltaLiteError, StorageError
+from airflow_provider_deltalite.engine.row_tracking import FileRowIds
 from airflow_provider_deltalite.engine.storage import Storage
 
 # Rows per decoded batch when streaming: large enough that per-batch overhead vanishes, small enough that a few
@@ -45,11 +46,15 @@ def iter_file_rows(
     partition_columns: Sequence[str],
     batch_rows: int = STREAM_BATCH_ROWS,
     columns: Sequence[str] | None = None,
+    row_ids: FileRowIds | None = None,
 ) -> Iterator[pa.Table]:
     """Stream the live rows of one data file in the table's logical data schema (partition columns excluded).
 
     Rows removed by the deletion vector are dropped; at most one batch of ``batch_rows`` rows is decoded at a time.
-    ``columns`` (top-level logical names) limits what is decoded and returned.
+    ``columns`` (top-level logical names) limits what is decoded and returned. With ``row_ids`` (row tracking
+    preserved; only without ``columns``), each row also carries its row id and row commit version in the materialised
+    columns, appended after the data columns and computed from the physical row index before the deletion vector
+    drops rows.
 
     Raises:
         StorageError: the file or its deletion vector is missing or unreadable.
@@ -75,6 +80,9 @@ def iter_file_rows(
                 rows = to_logical(
                     pa.Table.from_batches([batch]), schema, mode=mode, exclude=partition_columns, table_uri=uri
                 )
+                if row_ids is not None:
+                    for name, values in zip(row_ids.columns.names, row_ids.values(batch, offset, uri), strict=True):
+                        rows = rows.append_column(name, values)
                 if deleted is not None and len(deleted):
                     rows = _drop_deleted(rows, deleted, offset)
                 offset += batch.num_rows

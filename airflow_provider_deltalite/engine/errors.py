@@ -178,6 +178,12 @@ class ProtocolNotSupported(DeltaLiteError):
         super().__init__(problem, table_uri)
 
 
+class RowTrackingError(DeltaLiteError):
+    """The table's row-tracking state cannot be kept correct: a high-water mark below row ids already in use, a file
+    whose row ids are unknown (no ``numRecords``, no ``baseRowId``), or table properties that contradict each other.
+    Nothing is written."""
+
+
 class InvalidTableProperty(DeltaLiteError):
     """A table property holds a value that does not parse (an interval, a number)."""
 

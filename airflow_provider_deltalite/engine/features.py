@@ -56,7 +56,7 @@ FEATURES: dict[str, FeatureInfo] = {
         _f("typeWidening", True, True, True),
         _f("typeWidening-preview", True, True, True),
         _f("domainMetadata", False, True, True),
-        # writable for commits without new files; Transaction refuses adds (no row ids are assigned or preserved)
+        # new files get row ids at commit time and rewrites preserve them (engine/row_tracking.py)
         _f("rowTracking", False, True, True),
         _f("inCommitTimestamp", False, True, True),
         _f("inCommitTimestamp-preview", False, True, True),

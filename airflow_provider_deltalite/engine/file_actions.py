@@ -11,8 +11,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from airflow_provider_deltalite.engine.errors import ProtocolNotSupported
 from airflow_provider_deltalite.engine.features import ensure_writable
+from airflow_provider_deltalite.engine.row_tracking import ensure_row_tracking_consistent
 from airflow_provider_deltalite.engine.snapshot import Snapshot
 
 
@@ -69,15 +69,8 @@ def dv_key(action: Mapping[str, Any]) -> str:
 def ensure_can_add_files(snapshot: Snapshot) -> None:
     """Refuse commits that add files where deltalite cannot write them correctly (checked before any work).
 
-    Row tracking: new files would need fresh row ids (baseRowId, defaultRowCommitVersion) and rewrites would have to
-    carry each row's id and commit version into the new files; deltalite does neither, so it refuses such commits
-    instead of silently giving rows new identities.
+    Row tracking: the table's row-tracking state must let new files get fresh row ids and rewrites keep the old ones
+    (`ensure_row_tracking_consistent`).
     """
     ensure_writable(snapshot.protocol, snapshot.table_uri)
-    if snapshot.protocol.has_feature("rowTracking"):
-        raise ProtocolNotSupported(
-            "the table supports row tracking: new files would need row ids (baseRowId, defaultRowCommitVersion) "
-            "and rewrites would have to preserve each row's id and commit version, which deltalite does not do",
-            snapshot.table_uri,
-            features=("rowTracking",),
-        )
+    ensure_row_tracking_consistent(snapshot)

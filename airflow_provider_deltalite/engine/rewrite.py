@@ -24,6 +24,14 @@ from airflow_provider_deltalite.engine.data_file_paths import new_data_file_path
 from airflow_provider_deltalite.engine.data_files import iter_file_rows
 from airflow_provider_deltalite.engine.errors import DeltaLiteError, StorageError, UploadInterrupted
 from airflow_provider_deltalite.engine.file_actions import remove_from_add
+from airflow_provider_deltalite.engine.row_tracking import (
+    FileRowIds,
+    MaterializedColumns,
+    materialized_columns,
+    materialized_schema,
+    split_materialized,
+    with_materialized,
+)
 from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.engine.stats_collect import StatsCollector
 from airflow_provider_deltalite.engine.storage import Storage
@@ -79,6 +87,8 @@ class TableContext:
     partition_columns: tuple[str, ...]
     partition_physical_names: tuple[str, ...]
     configuration: Mapping[str, str]
+    # row tracking preserved: the hidden columns every rewritten file carries
+    row_tracking: MaterializedColumns | None = None
 
     @classmethod
     def from_snapshot(cls, snapshot: Snapshot) -> TableContext:
@@ -89,6 +99,7 @@ class TableContext:
             partition_columns=tuple(snapshot.partition_columns),
             partition_physical_names=tuple(snapshot.partition_physical_names),
             configuration=dict(snapshot.properties.explicit),
+            row_tracking=materialized_columns(snapshot),
         )
 
 
@@ -175,7 +186,12 @@ def again_after_interrupted_uploads(write: Callable[[], T]) -> T:
 def iter_live_rows(
     ctx: TableContext, files: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None
 ) -> Iterator[pa.Table]:
-    """The live rows of ``files`` (deletion vectors applied) in the logical data schema, streamed in file order."""
+    """The live rows of ``files`` (deletion vectors applied) in the logical data schema, streamed in file order.
+
+    When the table preserves row ids and all columns are read, the rows also carry the materialised row-tracking
+    columns (`iter_file_rows`), which `write_data_file` writes back.
+    """
+    tracked = ctx.row_tracking if columns is None else None
     for add in files:
         yield from iter_file_rows(
             ctx.storage,
@@ -185,6 +201,7 @@ def iter_live_rows(
             mode=ctx.column_mapping_mode,
             partition_columns=ctx.partition_columns,
             columns=columns,
+            row_ids=FileRowIds.of(tracked, add) if tracked is not None else None,
         )
 
 
@@ -198,11 +215,16 @@ def write_data_file(
 ) -> dict[str, Any] | None:
     """Write logical ``rows`` into one new data file of the partition; its add action (None when no rows came).
 
-    The add has ``dataChange=false``, Delta stats for the configured columns, and the table's physical names.
+    The add has ``dataChange=false``, Delta stats for the configured columns, and the table's physical names. When
+    the table preserves row ids, the file also holds the materialised row-tracking columns: those ``rows`` carry (as
+    `iter_live_rows` gives them), else nulls (new rows: their ids come from the file's baseRowId).
     """
     storage = ctx.storage
     mode = ctx.column_mapping_mode
     physical_schema = delta_schema_to_arrow(ctx.schema, physical=True, mode=mode, exclude=ctx.partition_columns)
+    tracked = ctx.row_tracking
+    if tracked is not None:
+        physical_schema = materialized_schema(physical_schema, tracked)
     directory = partition_directory(ctx.partition_columns, ctx.partition_physical_names, partition_values)
     relative, log_path = new_data_file_path(directory, codec=writer.compression, column_mapping=mode != "none")
     stats = StatsCollector(
@@ -216,10 +238,15 @@ def write_data_file(
     try:
         for chunk in rows:
             if chunk.num_rows:
+                hidden: list[Any] = []
+                if tracked is not None:
+                    chunk, hidden = split_materialized(chunk, tracked)
                 physical = to_physical(
                     chunk, ctx.schema, mode=mode, exclude=ctx.partition_columns, table_uri=storage.table_uri
                 )
-                stats.update(physical)
+                stats.update(physical)  # the materialised columns are not in the table schema: no stats
+                if tracked is not None:
+                    physical = with_materialized(physical, tracked, hidden)
                 out.write(physical)
         size = out.close()
     except BaseException:

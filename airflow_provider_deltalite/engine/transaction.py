@@ -6,6 +6,10 @@ reads every commit that won since its read version, checks each against what it 
 overwrites a log entry, and a retry whose earlier attempt did land (the response was lost) is recognised by its
 `txnId` instead of committing twice.
 
+On a table with row tracking, each attempt gives the new files fresh row ids above the high-water mark known then
+(the read snapshot's, or a winner's) and ``defaultRowCommitVersion`` = the version it tries, and moves the mark in
+the same commit (`engine/row_tracking.py`).
+
 What a commit checks before it writes (staged actions, the retention of new files) is `engine/commit_guard.py`; the
 add and remove dicts it stages are built with `engine/file_actions.py`.
 
@@ -53,10 +57,19 @@ from airflow_provider_deltalite.engine.expressions import (
     may_match_partitions,
     parse_expression,
 )
+from airflow_provider_deltalite.engine.file_actions import dv_key
 from airflow_provider_deltalite.engine.history import in_commit_timestamps_enabled
 from airflow_provider_deltalite.engine.log_path import LOG_DIR, LogFileKind, version_prefix
 from airflow_provider_deltalite.engine.log_segment import list_log
 from airflow_provider_deltalite.engine.partition_values import parse_partition_values
+from airflow_provider_deltalite.engine.row_tracking import (
+    PRESERVED_TAG,
+    RowTrackingState,
+    assign_row_ids,
+    high_water_mark_action,
+    row_tracking_state,
+    without_row_ids,
+)
 from airflow_provider_deltalite.engine.snapshot import Snapshot, load_snapshot
 from airflow_provider_deltalite.engine.storage import Storage
 
@@ -238,6 +251,12 @@ class Transaction:
             app_ids=set(self._txns),
             domains=set(self._domains),
         )
+        rows = row_tracking_state(self.snapshot)
+        mark = rows.high_water_mark
+        if rows.enabled and PRESERVED_TAG not in (tags or {}):
+            # as the reference: every commit on an enabled table keeps row ids unless it says otherwise
+            tags = {**(tags or {}), PRESERVED_TAG: "true"}
+        prior = self._prior_row_ids() if rows.assigns_row_ids and self._adds else None
         ict_enabled = in_commit_timestamps_enabled(self.snapshot.properties, self.read_version + 1)
         previous_ict = self.snapshot.timestamp if ict_enabled else None
         version = self.read_version + 1
@@ -259,7 +278,7 @@ class Transaction:
                 in_commit_timestamp_ms=ict,
                 tags=tags,
             )
-            body = self._serialize(info)
+            body = self._serialize(info, *self._row_tracked_adds(rows, prior, mark, version))
             ensure_files_outlive_vacuum(self.snapshot, self._adds, now, self._resolve)
             if self._write_version(version, body):
                 return self._finish(version, attempt, winners)
@@ -277,6 +296,8 @@ class Transaction:
                     return self._finish(v, attempt, winners)
                 winners.append(v)
                 check_winning_commit(self._read, own, winner, self._resolve, self.table_uri)
+                if winner.row_id_high_water_mark is not None:
+                    mark = max(mark, winner.row_id_high_water_mark)
                 if ict_enabled:
                     winner_ict = (winner.commit_info or {}).get("inCommitTimestamp")
                     if isinstance(winner_ict, int):
@@ -308,12 +329,47 @@ class Transaction:
         rel = self.storage.relative_to_root(full)
         return rel if rel is not None else full
 
-    def _serialize(self, info: dict[str, Any]) -> bytes:
+    def _prior_row_ids(self) -> Any:
+        """Looks up the live add that a staged add re-adds (same path and deletion vector), for its row ids."""
+        wanted = {(self._resolve(a["path"]), dv_key(a)) for a in self._adds}
+        raw = self.snapshot.raw_files
+        live: dict[tuple[str, str], dict[str, Any]] = {}
+        names = ("path", "deletionVector", "baseRowId", "defaultRowCommitVersion")
+        columns = [raw.column(c).to_pylist() for c in names]
+        for path, dv, base, version in zip(*columns, strict=True):
+            key = (self._resolve(path), dv_key({"deletionVector": dv}))
+            if key in wanted:
+                live[key] = {"baseRowId": base, "defaultRowCommitVersion": version}
+
+        def prior(add: dict[str, Any]) -> dict[str, Any] | None:
+            return live.get((self._resolve(add["path"]), dv_key(add)))
+
+        return prior
+
+    def _row_tracked_adds(
+        self, rows: RowTrackingState, prior: Any, mark: int, version: int
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The adds as the attempt at ``version`` writes them, and the row-tracking domain (when the mark moved)."""
+        if not rows.supported:
+            return self._adds, []
+        if not rows.assigns_row_ids:
+            return without_row_ids(self._adds), []
+        adds, new_mark = assign_row_ids(
+            self._adds,
+            version=version,
+            read_mark=rows.high_water_mark,
+            mark=mark,
+            prior=prior or (lambda _add: None),
+            table_uri=self.table_uri,
+        )
+        return adds, [high_water_mark_action(new_mark)] if new_mark != mark else []
+
+    def _serialize(self, info: dict[str, Any], adds: list[dict[str, Any]], row_domains: list[dict[str, Any]]) -> bytes:
         lines = [{A.COMMIT_INFO: info}]
         lines.extend({A.TXN: t} for t in self._txns.values())
-        lines.extend({A.DOMAIN_METADATA: d} for d in self._domains.values())
+        lines.extend({A.DOMAIN_METADATA: d} for d in [*row_domains, *self._domains.values()])
         lines.extend({A.REMOVE: r} for r in self._removes)
-        lines.extend({A.ADD: a} for a in self._adds)
+        lines.extend({A.ADD: a} for a in adds)
         return "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines).encode()
 
     def _write_version(self, version: int, body: bytes) -> bool:

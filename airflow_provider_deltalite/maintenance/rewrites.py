@@ -25,6 +25,7 @@ from airflow_provider_deltalite.engine.properties import TARGET_FILE_SIZE
 from airflow_provider_deltalite.engine.rewrite import (
     RewriteResult,
 )
+from airflow_provider_deltalite.engine.row_tracking import materialized_columns
 from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.engine.table import Table
 from airflow_provider_deltalite.engine.transaction import RetryPolicy, Transaction
@@ -136,9 +137,12 @@ def commit_rewrite(
 
 
 def _still_applicable(original: Snapshot, latest: Snapshot, removes: list[dict[str, Any]]) -> bool:
-    """The reference's outer-retry condition: same partitioning, and every compacted (path, DV) still live."""
+    """The reference's outer-retry condition: same partitioning, and every compacted (path, DV) still live; and the
+    same row-tracking columns, which the new files were written with."""
     if latest.partition_columns != original.partition_columns:
         return False
+    if materialized_columns(latest) != materialized_columns(original):
+        return False  # row tracking was turned on or off: the new files carry the wrong row-tracking columns
     live = latest.raw_files
     dvs = live.column("deletionVector").to_pylist()
     keys = {(p, dv_key({"deletionVector": d})) for p, d in zip(live.column("path").to_pylist(), dvs, strict=True)}
