@@ -332,7 +332,7 @@ def test_writer_version_eight_is_readable_but_not_writable() -> None:
 
 
 def test_icebergcompat_is_readable_but_not_writable() -> None:
-    # rowTracking is gated per commit (new files are refused by the transaction), icebergCompat for the whole table
+    # icebergCompat is refused for the whole table (rowTracking is written: engine/row_tracking.py)
     view = ProtocolView.from_action(
         {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": [], "writerFeatures": ["icebergCompatV2"]}
     )

@@ -28,7 +28,6 @@ from airflow_provider_deltalite.engine import (
     CreateOnlyNotSupported,
     InvalidTableProperty,
     MetadataChanged,
-    ProtocolNotSupported,
     StorageError,
     TransactionError,
     VersionNotFound,
@@ -277,18 +276,6 @@ def test_append_only_refuses_data_changing_removes_but_allows_rewrites(deltalake
     txn = dt.transaction()
     rewrite(txn, table, "a")
     assert txn.commit("OPTIMIZE").version == 2
-
-
-def test_row_tracking_tables_refuse_new_files(tmp_path: Path) -> None:
-    # a delta-rs table whose writer features include rowTracking (and clustering, domainMetadata, deletionVectors)
-    table = copy_table("delta-rs/table-with-domain-metadata", tmp_path / "t")
-    txn = DeltaTable(str(table)).transaction()
-    txn.add({"path": "x.parquet", "size": 1, "partitionValues": {}})
-    before = tree_state(table)
-    with pytest.raises(ProtocolNotSupported, match="row tracking") as err:
-        txn.commit("WRITE")
-    assert err.value.features == ("rowTracking",)
-    assert tree_state(table) == before
 
 
 def test_removing_a_file_that_is_not_live_is_refused(deltalake: Any, tmp_path: Path) -> None:

@@ -20,7 +20,6 @@ from airflow_provider_deltalite.engine import (
     ConcurrentDeleteRead,
     InvalidArgument,
     InvalidExpression,
-    ProtocolNotSupported,
 )
 from airflow_provider_deltalite.engine.scan import scan
 from airflow_provider_deltalite.maintenance.optimize import optimize, plan_optimize
@@ -417,17 +416,25 @@ def test_delete_of_a_compacted_file_during_optimize_aborts_it(tmp_path: Path) ->
 # -- writer features ---------------------------------------------------------------------------------------------
 
 
-def test_row_tracking_table_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+def test_a_table_that_just_gained_row_tracking_gets_row_ids_from_zero(tmp_path: Path) -> None:
+    # the feature was added without a backfill: no file has a baseRowId and there is no high-water mark yet, so the
+    # new files' ids start at 0 (row tracking is only supported: nothing is materialised)
     path = _small_table(tmp_path / "t", n_files=3)
     log = path / "_delta_log"
     protocol = {
         "protocol": {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["rowTracking", "domainMetadata"]}
     }
     (log / "00000000000000000003.json").write_text(json.dumps(protocol) + "\n")
-    state = tree_state(path)
-    with pytest.raises(ProtocolNotSupported, match="row tracking"):
-        optimize(DeltaTable(str(path)))
-    assert tree_state(path) == state
+    expected = _rows(path)
+    result = optimize(DeltaTable(str(path)))
+    assert (result.committed_version, result.num_files_removed, result.num_files_added) == (4, 3, 1)
+    actions = _commit(path, 4)
+    (add,) = [a["add"] for a in actions if "add" in a]
+    assert (add["baseRowId"], add["defaultRowCommitVersion"]) == (0, 4)
+    assert [a["domainMetadata"] for a in actions if "domainMetadata" in a] == [
+        {"domain": "delta.rowTracking", "configuration": '{"rowIdHighWaterMark":149}', "removed": False}
+    ]
+    assert _rows(path) == expected
 
 
 # -- object store ------------------------------------------------------------------------------------------------
