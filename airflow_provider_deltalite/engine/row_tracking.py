@@ -93,16 +93,17 @@ def row_tracking_state(snapshot: Snapshot) -> RowTrackingState:
         InvalidTableProperty: a row-tracking property is not a boolean.
         RowTrackingError: the ``delta.rowTracking`` domain does not hold a high-water mark.
     """
-    supported = snapshot.protocol.has_feature(FEATURE)
+    if not snapshot.protocol.has_feature(FEATURE):
+        return RowTrackingState(False, False, False, MISSING_HIGH_WATER_MARK, None)
     properties = snapshot.properties
     suspended = properties.boolean(SUSPENDED)
-    enabled = supported and properties.boolean(ENABLE_ROW_TRACKING)
-    domain = snapshot.domain_metadata.get(DOMAIN) if supported else None
+    enabled = properties.boolean(ENABLE_ROW_TRACKING)
+    domain = snapshot.domain_metadata.get(DOMAIN)
     mark = parse_high_water_mark(domain.get("configuration"), snapshot.table_uri) if domain else None
     explicit = properties.explicit
     row_id, version = explicit.get(ROW_ID_COLUMN), explicit.get(COMMIT_VERSION_COLUMN)
     columns = MaterializedColumns(row_id, version) if enabled and row_id and version else None
-    return RowTrackingState(supported, suspended, enabled, MISSING_HIGH_WATER_MARK if mark is None else mark, columns)
+    return RowTrackingState(True, suspended, enabled, MISSING_HIGH_WATER_MARK if mark is None else mark, columns)
 
 
 def materialized_columns(snapshot: Snapshot) -> MaterializedColumns | None:

@@ -268,3 +268,16 @@ def test_the_built_table_matches_its_hand_written_identities(tmp_path: Path) -> 
     from tests.row_tracking_oracle import BUILT_IDENTITIES, identities_by_id
 
     assert identities_by_id(row_identities(build_table(tmp_path / "t"))) == BUILT_IDENTITIES
+
+
+def test_delta_rs_and_kernel_read_a_rewrite_that_materialised_row_ids(tmp_path: Path) -> None:
+    # enabled, no deletion vectors: delta-rs can open it, and must ignore the hidden columns as the protocol says
+    table = plain_table(tmp_path / "t", enabled=True)
+    before = row_identities(table)
+    result = optimize(DeltaTable(str(table)))
+    (add,) = adds_of(table, result.committed_version)
+    assert pq.read_schema(table / add["path"]).names == ["id", "value", ROW_ID_COL, VERSION_COL]
+    assert row_identities(table) == before == [
+        (i, 0, json.dumps({"id": i, "value": f"v{i}"}, sort_keys=True)) for i in range(20)
+    ]
+    assert delta_rs_ids(table) == kernel_ids(table) == list(range(20))
