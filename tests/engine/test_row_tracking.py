@@ -17,7 +17,7 @@ import pytest
 
 from airflow_provider_deltalite import DeltaTable
 from airflow_provider_deltalite.engine.conflicts import OwnChanges, ReadSet, check_winning_commit, parse_winning_commit
-from airflow_provider_deltalite.engine.errors import RowTrackingError
+from airflow_provider_deltalite.engine.errors import MetadataChanged, RowTrackingError
 from airflow_provider_deltalite.engine.transaction import RetryPolicy
 from airflow_provider_deltalite.maintenance.optimize import optimize
 from tests.helpers import copy_table, tree_state
@@ -277,7 +277,31 @@ def test_delta_rs_and_kernel_read_a_rewrite_that_materialised_row_ids(tmp_path: 
     result = optimize(DeltaTable(str(table)))
     (add,) = adds_of(table, result.committed_version)
     assert pq.read_schema(table / add["path"]).names == ["id", "value", ROW_ID_COL, VERSION_COL]
-    assert row_identities(table) == before == [
-        (i, 0, json.dumps({"id": i, "value": f"v{i}"}, sort_keys=True)) for i in range(20)
-    ]
+    assert (
+        row_identities(table)
+        == before
+        == [(i, 0, json.dumps({"id": i, "value": f"v{i}"}, sort_keys=True)) for i in range(20)]
+    )
     assert delta_rs_ids(table) == kernel_ids(table) == list(range(20))
+
+
+def test_optimize_does_not_rebase_across_an_enablement_of_row_tracking(tmp_path: Path) -> None:
+    # the new files were written without the materialised columns: committing them on the newly enabled table would
+    # give their rows new ids, so the rewrite gives up (its files are left for VACUUM) instead of retrying
+    table = plain_table(tmp_path / "t")
+    metadata = json.loads((table / "_delta_log" / f"{0:020d}.json").read_text().splitlines()[2])["metaData"]
+    metadata["configuration"] = {
+        "delta.enableRowTracking": "true",
+        "delta.rowTracking.materializedRowIdColumnName": ROW_ID_COL,
+        "delta.rowTracking.materializedRowCommitVersionColumnName": VERSION_COL,
+    }
+
+    def enable(_event: Any) -> None:
+        write_commit(table, 1, [{"metaData": metadata}])
+
+    with pytest.raises(MetadataChanged) as err:
+        optimize(DeltaTable(str(table)), progress=enable)
+    assert err.value.winning_version == 1
+    assert "the commit failed: 1 new files (" in str(err.value)
+    assert not (table / "_delta_log" / f"{2:020d}.json").exists()
+    assert delta_rs_ids(table) == list(range(20))
