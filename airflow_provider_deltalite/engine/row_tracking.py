@@ -44,6 +44,9 @@ PRESERVED_TAG = "delta.rowTracking.preserved"
 MISSING_HIGH_WATER_MARK = -1
 _ROW_FIELDS = ("baseRowId", "defaultRowCommitVersion")
 
+# the live add that a staged add re-adds (same path and deletion vector), or None
+PriorAdd = Callable[[Mapping[str, Any]], Mapping[str, Any] | None]
+
 
 @dataclass(frozen=True)
 class MaterializedColumns:
@@ -218,7 +221,7 @@ def assign_row_ids(
     version: int,
     read_mark: int,
     mark: int,
-    prior: Callable[[Mapping[str, Any]], Mapping[str, Any] | None],
+    prior: PriorAdd,
     table_uri: str | None,
 ) -> tuple[list[dict[str, Any]], int]:
     """The adds of a commit at ``version`` with row ids, and the new high-water mark (``mark`` when none moved).

@@ -64,6 +64,7 @@ from airflow_provider_deltalite.engine.log_segment import list_log
 from airflow_provider_deltalite.engine.partition_values import parse_partition_values
 from airflow_provider_deltalite.engine.row_tracking import (
     PRESERVED_TAG,
+    PriorAdd,
     RowTrackingState,
     assign_row_ids,
     high_water_mark_action,
@@ -329,7 +330,7 @@ class Transaction:
         rel = self.storage.relative_to_root(full)
         return rel if rel is not None else full
 
-    def _prior_row_ids(self) -> Any:
+    def _prior_row_ids(self) -> PriorAdd:
         """Looks up the live add that a staged add re-adds (same path and deletion vector), for its row ids."""
         wanted = {(self._resolve(a["path"]), dv_key(a)) for a in self._adds}
         raw = self.snapshot.raw_files
@@ -341,13 +342,13 @@ class Transaction:
             if key in wanted:
                 live[key] = {"baseRowId": base, "defaultRowCommitVersion": version}
 
-        def prior(add: dict[str, Any]) -> dict[str, Any] | None:
+        def prior(add: Mapping[str, Any]) -> Mapping[str, Any] | None:
             return live.get((self._resolve(add["path"]), dv_key(add)))
 
         return prior
 
     def _row_tracked_adds(
-        self, rows: RowTrackingState, prior: Any, mark: int, version: int
+        self, rows: RowTrackingState, prior: PriorAdd | None, mark: int, version: int
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """The adds as the attempt at ``version`` writes them, and the row-tracking domain (when the mark moved)."""
         if not rows.supported:
