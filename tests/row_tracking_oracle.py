@@ -166,16 +166,22 @@ def write_file(
     row_ids: list[int | None] | None = None,
     versions: list[int | None] | None = None,
     stats: bool = True,
+    field_ids: bool = False,
 ) -> dict[str, Any]:
     """A data file with columns (id long, value string) under ``names`` (physical), optionally the materialised
     columns; its add action."""
     values = [f"v{i}" for i in ids]
-    columns: dict[str, pa.Array] = {names[0]: pa.array(ids, pa.int64()), names[1]: pa.array(values, pa.string())}
+    fields = [pa.field(names[0], pa.int64()), pa.field(names[1], pa.string())]
+    if field_ids:  # column mapping id mode: Spark writes the columns' ids as Parquet field ids
+        fields = [f.with_metadata({b"PARQUET:field_id": str(k + 1).encode()}) for k, f in enumerate(fields)]
+    arrays = [pa.array(ids, pa.int64()), pa.array(values, pa.string())]
     if row_ids is not None:
-        columns[ROW_ID_COL] = pa.array(row_ids, pa.int64())
+        fields.append(pa.field(ROW_ID_COL, pa.int64()))
+        arrays.append(pa.array(row_ids, pa.int64()))
     if versions is not None:
-        columns[VERSION_COL] = pa.array(versions, pa.int64())
-    pq.write_table(pa.table(columns), table / name)
+        fields.append(pa.field(VERSION_COL, pa.int64()))
+        arrays.append(pa.array(versions, pa.int64()))
+    pq.write_table(pa.Table.from_arrays(arrays, schema=pa.schema(fields)), table / name)
     add: dict[str, Any] = {
         "path": name,
         "partitionValues": {},
@@ -231,7 +237,7 @@ def build_table(
     *,
     enabled: bool = True,
     suspended: bool = False,
-    column_mapping: bool = False,
+    column_mapping: str = "none",
     extra_config: dict[str, str] | None = None,
 ) -> Path:
     """A row-tracking table with the history Spark gives it:
@@ -243,10 +249,12 @@ def build_table(
     - v2: D (ids 100-104) appended, baseRowId 30, mark 34.
     """
     table.mkdir(parents=True)
-    names = ("col-7a1", "col-7b2") if column_mapping else ("id", "value")
+    mapped = column_mapping != "none"
+    ids_mode = column_mapping == "id"
+    names = ("col-7a1", "col-7b2") if mapped else ("id", "value")
     fields = []
     for k, (logical, kind) in enumerate((("id", "long"), ("value", "string"))):
-        meta = {"delta.columnMapping.id": k + 1, "delta.columnMapping.physicalName": names[k]} if column_mapping else {}
+        meta = {"delta.columnMapping.id": k + 1, "delta.columnMapping.physicalName": names[k]} if mapped else {}
         fields.append({"name": logical, "type": kind, "nullable": True, "metadata": meta})
     config = {
         "delta.enableDeletionVectors": "true",
@@ -256,11 +264,11 @@ def build_table(
     }
     if suspended:
         config["delta.rowTrackingSuspended"] = "true"
-    if column_mapping:
-        config.update({"delta.columnMapping.mode": "name", "delta.columnMapping.maxColumnId": "2"})
+    if mapped:
+        config.update({"delta.columnMapping.mode": column_mapping, "delta.columnMapping.maxColumnId": "2"})
     config.update(extra_config or {})
-    readers = ["deletionVectors", *(["columnMapping"] if column_mapping else [])]
-    writers = ["deletionVectors", "domainMetadata", "rowTracking", *(["columnMapping"] if column_mapping else [])]
+    readers = ["deletionVectors", *(["columnMapping"] if mapped else [])]
+    writers = ["deletionVectors", "domainMetadata", "rowTracking", *(["columnMapping"] if mapped else [])]
     protocol = {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": readers, "writerFeatures": writers}
     metadata = {
         "id": "5f1d2c3b-0000-4000-8000-00000000beef",
@@ -270,8 +278,8 @@ def build_table(
         "configuration": config,
         "createdTime": 1_700_000_000_000,
     }
-    a = write_file(table, "a.parquet", list(range(10)), names=names, base_row_id=0, version=0)
-    b = write_file(table, "b.parquet", list(range(10, 20)), names=names, base_row_id=10, version=0)
+    a = write_file(table, "a.parquet", list(range(10)), names=names, base_row_id=0, version=0, field_ids=ids_mode)
+    b = write_file(table, "b.parquet", list(range(10, 20)), names=names, base_row_id=10, version=0, field_ids=ids_mode)
     write_commit(table, 0, [{"protocol": protocol}, {"metaData": metadata}, {"add": a}, {"add": b}, mark_action(19)])
     c = write_file(
         table,
@@ -282,11 +290,14 @@ def build_table(
         version=1,
         row_ids=[*range(10, 18), None, None],
         versions=[0, 0, 0, None, None, None, 0, 0, None, None],
+        field_ids=ids_mode,
     )
     c["deletionVector"] = write_dv(table, [1])
     a_dv = {**a, "deletionVector": write_dv(table, [2, 5]), "dataChange": True}
     write_commit(table, 1, [remove_of(b), remove_of(a), {"add": a_dv}, {"add": c}, mark_action(29)])
-    d = write_file(table, "d.parquet", list(range(100, 105)), names=names, base_row_id=30, version=2)
+    d = write_file(
+        table, "d.parquet", list(range(100, 105)), names=names, base_row_id=30, version=2, field_ids=ids_mode
+    )
     write_commit(table, 2, [{"add": d}, mark_action(34)])
     return table
 

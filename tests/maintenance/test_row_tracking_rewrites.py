@@ -77,9 +77,9 @@ def assert_rewrite_kept_row_tracking(table: Path, version: int, first_base_row_i
     assert json.loads(domain["configuration"]) == {"rowIdHighWaterMark": base - 1}
 
 
-@pytest.mark.parametrize("column_mapping", [False, True])
+@pytest.mark.parametrize("column_mapping", ["none", "name", "id"])
 def test_optimize_keeps_row_ids_and_versions_through_dvs_and_partly_materialised_columns(
-    tmp_path: Path, column_mapping: bool
+    tmp_path: Path, column_mapping: str
 ) -> None:
     table = build_table(tmp_path / "t", column_mapping=column_mapping)
     before = row_identities(table)
@@ -93,8 +93,11 @@ def test_optimize_keeps_row_ids_and_versions_through_dvs_and_partly_materialised
     (add,) = new_adds(table, 3)
     assert json.loads(add["stats"])["numRecords"] == LIVE_ROWS
     written = pq.read_table(table / add["path"])
-    data_names = ["col-7a1", "col-7b2"] if column_mapping else ["id", "value"]
+    data_names = ["col-7a1", "col-7b2"] if column_mapping != "none" else ["id", "value"]
     assert written.column_names == [*data_names, ROW_ID_COL, VERSION_COL]
+    # field ids in id mode for the table's columns only: the hidden columns are not in the schema
+    ids = [(f.metadata or {}).get(b"PARQUET:field_id") for f in written.schema]
+    assert ids == ([b"1", b"2", None, None] if column_mapping == "id" else [None] * 4)
     # every row's id and version is now materialised: the new file's own baseRowId is never needed
     assert written.column(ROW_ID_COL).null_count == written.column(VERSION_COL).null_count == 0
     assert kernel_rows(table) == rows_before

@@ -19,7 +19,7 @@ from tests.row_tracking_oracle import BUILT_IDENTITIES, build_table, identities_
 def test_optimize_then_shuffled_zorder_on_spark_keep_row_ids(
     spark_local: SparkExecutor, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    table = build_table(tmp_path / "t", column_mapping=True)
+    table = build_table(tmp_path / "t", column_mapping="name")
     before = row_identities(table)
     assert identities_by_id(before) == BUILT_IDENTITIES
     rows_before = kernel_rows(table)
