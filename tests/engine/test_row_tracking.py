@@ -19,6 +19,7 @@ from airflow_provider_deltalite import DeltaTable
 from airflow_provider_deltalite.engine.conflicts import OwnChanges, ReadSet, check_winning_commit, parse_winning_commit
 from airflow_provider_deltalite.engine.errors import MetadataChanged, RowTrackingError
 from airflow_provider_deltalite.engine.transaction import RetryPolicy
+from airflow_provider_deltalite.maintenance.clustering.zorder import zorder
 from airflow_provider_deltalite.maintenance.optimize import optimize
 from tests.helpers import copy_table, tree_state
 from tests.row_tracking_oracle import (
@@ -305,3 +306,50 @@ def test_optimize_does_not_rebase_across_an_enablement_of_row_tracking(tmp_path:
     assert "the commit failed: 1 new files (" in str(err.value)
     assert not (table / "_delta_log" / f"{2:020d}.json").exists()
     assert delta_rs_ids(table) == list(range(20))
+
+
+def test_zorder_of_a_partitioned_table_keeps_row_ids_per_partition(tmp_path: Path) -> None:
+    table = tmp_path / "t"
+    for part in ("a", "b"):
+        (table / f"p={part}").mkdir(parents=True)
+    fields = [
+        {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+        {"name": "value", "type": "string", "nullable": True, "metadata": {}},
+        {"name": "p", "type": "string", "nullable": True, "metadata": {}},
+    ]
+    config = {
+        "delta.enableRowTracking": "true",
+        "delta.rowTracking.materializedRowIdColumnName": ROW_ID_COL,
+        "delta.rowTracking.materializedRowCommitVersionColumnName": VERSION_COL,
+    }
+    metadata = {
+        "id": "0c0ffee0-0000-4000-8000-000000000002",
+        "format": {"provider": "parquet", "options": {}},
+        "schemaString": json.dumps({"type": "struct", "fields": fields}),
+        "partitionColumns": ["p"],
+        "configuration": config,
+        "createdTime": 1_700_000_000_000,
+    }
+    protocol = {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["domainMetadata", "rowTracking"]}
+    for k in range(4):  # one commit per file: ids 0-39, ten per file, files 0 and 2 in p=a, half of each materialised
+        ids = list(range(10 * k, 10 * k + 10))
+        materialised = [None] * 5 + [1000 + i for i in ids[5:]]
+        name = f"p={'ab'[k % 2]}/f{k}.parquet"
+        add = write_file(table, name, ids, names=NAMES, base_row_id=10 * k, version=k, row_ids=materialised)
+        first = [{"protocol": protocol}, {"metaData": metadata}] if k == 0 else []
+        add["partitionValues"] = {"p": "ab"[k % 2]}
+        write_commit(table, k, [*first, {"add": add}, mark_action(10 * k + 9)])
+    before = row_identities(table)
+    expected = [
+        (10 * (i // 10) + i % 10 if i % 10 < 5 else 1000 + i, i // 10, i, "ab"[(i // 10) % 2]) for i in range(40)
+    ]
+    got = [(r, v, json.loads(row)["id"], json.loads(row)["p"]) for r, v, row in before]
+    assert sorted(got) == sorted(expected)
+    result = zorder(DeltaTable(str(table)), ["value", "id"])
+    assert (result.committed_version, result.num_files_removed, result.num_files_added) == (4, 4, 2)
+    assert row_identities(table) == before
+    news = adds_of(table, 4)
+    assert sorted((a["partitionValues"]["p"], a["defaultRowCommitVersion"]) for a in news) == [("a", 4), ("b", 4)]
+    assert sorted(a["baseRowId"] for a in news) == [40, 60]
+    assert high_water_mark(table) == 79
+    assert delta_rs_ids(table) == kernel_ids(table) == list(range(40))
