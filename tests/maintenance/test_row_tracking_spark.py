@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from airflow_provider_deltalite import DeltaTable
@@ -12,8 +13,15 @@ from airflow_provider_deltalite.executors.spark import SparkExecutor
 from airflow_provider_deltalite.maintenance.clustering import shuffle as clustering_shuffle
 from airflow_provider_deltalite.maintenance.clustering.zorder import zorder
 from airflow_provider_deltalite.maintenance.optimize import optimize
-from tests.maintenance.test_row_tracking_rewrites import assert_rewrite_kept_row_tracking, kernel_rows
-from tests.row_tracking_oracle import BUILT_IDENTITIES, build_table, identities_by_id, row_identities
+from tests.maintenance.test_row_tracking_rewrites import assert_rewrite_kept_row_tracking, kernel_rows, new_adds
+from tests.row_tracking_oracle import (
+    BUILT_IDENTITIES,
+    ROW_ID_COL,
+    VERSION_COL,
+    build_table,
+    identities_by_id,
+    row_identities,
+)
 
 
 def test_optimize_then_shuffled_zorder_on_spark_keep_row_ids(
@@ -27,6 +35,13 @@ def test_optimize_then_shuffled_zorder_on_spark_keep_row_ids(
     assert (by_spark.executor, by_spark.committed_version, by_spark.num_files_added) == ("spark", 3, 1)
     assert row_identities(table) == before
     assert_rewrite_kept_row_tracking(table, 3, first_base_row_id=35)
+    # Spark's own Parquet reader (what Delta on Spark reads the hidden columns with) decodes what pyarrow does
+    (add,) = new_adds(table, 3)
+    hidden = [ROW_ID_COL, VERSION_COL]
+    by_spark_reader = spark_local.spark.read.parquet(str(table / add["path"])).select(*[f"`{c}`" for c in hidden])
+    assert sorted(tuple(r) for r in by_spark_reader.collect()) == sorted(
+        zip(*pq.read_table(table / add["path"], columns=hidden).to_pydict().values(), strict=True)
+    )
     # every stage of the shuffle has several tasks: one map task per file, several output files
     monkeypatch.setattr(clustering_shuffle, "GROUP_BYTES", 1)
     monkeypatch.setattr(clustering_shuffle, "SHUFFLE_ABOVE_BYTES", 0)
