@@ -20,7 +20,7 @@ from airflow_provider_deltalite import DeltaTable
 from airflow_provider_deltalite.engine.errors import RowTrackingError
 from airflow_provider_deltalite.maintenance.clustering.zorder import zorder
 from airflow_provider_deltalite.maintenance.optimize import optimize
-from tests.helpers import cli_failure, copy_table, tree_state
+from tests.helpers import CORPUS, cli_failure, copy_table, tree_state
 from tests.row_tracking_oracle import (
     BUILT_IDENTITIES,
     ROW_ID_COL,
@@ -223,3 +223,36 @@ def test_an_enabled_table_with_a_file_lacking_row_ids_is_refused(tmp_path: Path)
         == "row tracking is enabled but data file e.parquet has no baseRowId: its rows' ids are unknown"
     )
     assert tree_state(table) == before
+
+
+def _corpus_row_tracking_tables() -> dict[str, tuple[int, int]]:
+    """Positive corpus tables whose protocol has rowTracking: (live files, live files missing on disk)."""
+    summary = json.loads((CORPUS / "summary.json").read_text())
+    return {
+        t["staged_path"]: (t["live_files"], t["live_files_missing_on_disk"])
+        for t in summary
+        if t["test_role"] == "positive" and "rowTracking" in ((t.get("protocol") or {}).get("writerFeatures") or [])
+    }
+
+
+def test_every_corpus_row_tracking_table_with_data_keeps_its_row_ids(tmp_path: Path) -> None:
+    tables = _corpus_row_tracking_tables()
+    # the log-only table is covered at commit level (tests/engine/test_row_tracking.py), crc-full has no file
+    assert tables == {
+        "delta-rs/table-with-domain-metadata": (109, 109),
+        "delta-rs/table_with_liquid_clustering": (10, 0),
+        "kernel-rs-data/crc-full": (0, 0),
+    }
+    for name, (live, missing) in tables.items():
+        table = copy_table(name, tmp_path / name.replace("/", "_"))
+        if live == 0 or missing:
+            continue
+        before = row_identities(table)
+        assert before and len({r for r, _, _ in before}) == len(before)  # row ids are unique
+        rows_before = kernel_rows(table)
+        version = optimize(DeltaTable(str(table))).committed_version
+        assert row_identities(table) == before, name
+        assert kernel_rows(table) == rows_before, name
+        assert commit_lines(table, version)[0]["commitInfo"]["tags"] == {"delta.rowTracking.preserved": "true"}
+    crc_full = tmp_path / "kernel-rs-data_crc-full"
+    assert optimize(DeltaTable(str(crc_full))).committed_version is None
