@@ -196,10 +196,14 @@ def ensure_row_tracking_consistent(snapshot: Snapshot) -> RowTrackingState:
     # a file without rows takes baseRowId = mark + 1 and leaves the mark where it was, as the reference does
     above = pc.fill_null(pc.greater(last, state.high_water_mark), False)
     if pc.any(above).as_py():
-        index = int(np.flatnonzero(above.to_numpy(zero_copy_only=False))[0])
+        index = int(np.argmax(pc.fill_null(last, MISSING_HIGH_WATER_MARK).to_numpy()))  # the highest id in use
+        if DOMAIN in snapshot.domain_metadata:
+            problem = f"the row id high-water mark {state.high_water_mark} is below row ids in use"
+        else:
+            problem = f"the table has no row id high-water mark (domain {DOMAIN}) but row ids are in use"
         raise RowTrackingError(
-            f"the row id high-water mark {state.high_water_mark} is below row ids in use: data file "
-            f"{paths[index].as_py()} has baseRowId {base[index].as_py()} and {records[index].as_py()} rows",
+            f"{problem}: data file {paths[index].as_py()} uses ids up to {last[index].as_py()} "
+            f"(baseRowId {base[index].as_py()}, {records[index].as_py()} rows)",
             uri,
         )
     return state

@@ -162,11 +162,24 @@ def test_a_high_water_mark_below_a_used_row_id_is_refused_with_nothing_written(t
     with pytest.raises(RowTrackingError) as err:
         optimize(DeltaTable(str(table)))
     assert err.value.problem == (
-        "the row id high-water mark 25 is below row ids in use: data file c.parquet has baseRowId 20 and 10 rows"
+        "the row id high-water mark 25 is below row ids in use: data file d.parquet uses ids up to 34 (baseRowId 30, "
+        "5 rows)"
     )
     line = cli_failure("optimize", table)
     assert line == f"deltalite: error: table {table}: {err.value.problem}"
     assert cli_failure("zorder", "--columns", "id", table) == line
+    assert tree_state(table) == before
+
+
+def test_row_ids_without_a_high_water_mark_are_refused_with_nothing_written(tmp_path: Path) -> None:
+    table = build_table(tmp_path / "t")
+    write_commit(table, 3, [{"domainMetadata": {"domain": "delta.rowTracking", "configuration": "", "removed": True}}])
+    before = tree_state(table)
+    problem = (
+        "the table has no row id high-water mark (domain delta.rowTracking) but row ids are in use: data file "
+        "d.parquet uses ids up to 34 (baseRowId 30, 5 rows)"
+    )
+    assert cli_failure("optimize", table) == f"deltalite: error: table {table}: {problem}"
     assert tree_state(table) == before
 
 
