@@ -11,7 +11,6 @@ import pyarrow.compute as pc
 from airflow_provider_deltalite.engine.column_mapping import column_mapping_id, physical_name
 from airflow_provider_deltalite.engine.errors import SchemaError
 from airflow_provider_deltalite.engine.properties import COLUMN_MAPPING_NESTED_IDS
-from airflow_provider_deltalite.engine.variant import VARIANT_STORAGE, to_variant_storage
 from airflow_provider_deltalite.engine.schema import (
     GEOSPATIAL_TYPE,
     PRIMITIVES,
@@ -20,6 +19,7 @@ from airflow_provider_deltalite.engine.schema import (
     validate_type,
     validated_schema,
 )
+from airflow_provider_deltalite.engine.variant import VARIANT_STORAGE, to_variant_storage
 
 PARQUET_FIELD_ID = b"PARQUET:field_id"
 

@@ -68,8 +68,7 @@ def _to_storage(array: pa.Array) -> pa.Array:
     metadata_rows = metadata.to_pylist()
     rebuilt = _Group(array, "").values(metadata_rows)
     out = [
-        None if not ok else (VARIANT_NULL if v is None else v)
-        for ok, v in zip(valid.to_pylist(), rebuilt, strict=True)
+        None if not ok else (VARIANT_NULL if v is None else v) for ok, v in zip(valid.to_pylist(), rebuilt, strict=True)
     ]
     meta_out = [m if ok else b"" for m, ok in zip(metadata_rows, valid.to_pylist(), strict=True)]
     values = pa.array([b"" if v is None else v for v in out], pa.binary())
@@ -136,9 +135,14 @@ class _Group:
                 out.append(residual[row])
                 continue
             names_by_id, keys = _dictionary(metadata[row])
-            members = {name: column[row] for name, column in zip(names, fields, strict=True) if column[row] is not None}
-            if residual[row] is not None:
-                for key, encoded in _object_fields(residual[row], names_by_id, self.where):
+            members: dict[str, bytes] = {}
+            for name, column in zip(names, fields, strict=True):
+                member = column[row]
+                if member is not None:
+                    members[name] = member
+            rest = residual[row]
+            if rest is not None:
+                for key, encoded in _object_fields(rest, names_by_id, self.where):
                     if key in members:
                         raise _LayoutError(f"{self.where}: field {key!r} is both shredded and in value")
                     members[key] = encoded
@@ -191,7 +195,7 @@ def _primitive_encoder(t: pa.DataType, where: str) -> Callable[[Any], bytes]:
         (types.is_float32, 14, "<f"),
     ):
         if check(t):
-            return lambda v, type_id=type_id, fmt=fmt: _header(type_id) + struct.pack(fmt, v)
+            return _packer(type_id, fmt)
     if types.is_timestamp(t) and t.unit in ("us", "ns"):
         type_id = {("us", True): 12, ("us", False): 13, ("ns", True): 18, ("ns", False): 19}[(t.unit, t.tz is not None)]
         return lambda v: _header(type_id) + struct.pack("<q", v)
@@ -199,7 +203,9 @@ def _primitive_encoder(t: pa.DataType, where: str) -> Callable[[Any], bytes]:
         return lambda v: _header(17) + struct.pack("<q", v)
     if types.is_decimal(t) and t.precision <= 38:
         type_id, width = (8, 4) if t.precision <= 9 else (9, 8) if t.precision <= 18 else (10, 16)
-        return lambda v: _header(type_id) + bytes([t.scale]) + _unscaled(v, t.scale).to_bytes(width, "little", signed=True)
+        return lambda v: (
+            _header(type_id) + bytes([t.scale]) + _unscaled(v, t.scale).to_bytes(width, "little", signed=True)
+        )
     if types.is_string(t) or types.is_large_string(t):
         return _encode_string
     if types.is_binary(t) or types.is_large_binary(t):
@@ -207,6 +213,11 @@ def _primitive_encoder(t: pa.DataType, where: str) -> Callable[[Any], bytes]:
     if types.is_fixed_size_binary(t) and t.byte_width == 16:  # UUID, stored big-endian as the variant keeps it
         return lambda v: _header(20) + v
     raise _LayoutError(f"{where}: typed_value of type {t} is not a shredded variant type")
+
+
+def _packer(type_id: int, fmt: str) -> Callable[[Any], bytes]:
+    prefix = _header(type_id)
+    return lambda v: prefix + struct.pack(fmt, v)
 
 
 def _unscaled(value: decimal.Decimal, scale: int) -> int:
