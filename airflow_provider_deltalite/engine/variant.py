@@ -66,7 +66,7 @@ def _to_storage(array: pa.Array) -> pa.Array:
         if not value.null_count:  # the common case: unshredded, copied through without touching a byte
             return pa.StructArray.from_arrays([metadata, value], fields=list(VARIANT_STORAGE), mask=mask)
     metadata_rows = metadata.to_pylist()
-    rebuilt = _Group(array, "").values(metadata_rows)
+    rebuilt = _Group(array, "$", top=True).values(metadata_rows)
     out = [
         None if not ok else (VARIANT_NULL if v is None else v) for ok, v in zip(valid.to_pylist(), rebuilt, strict=True)
     ]
@@ -88,15 +88,16 @@ def _binary(array: pa.Array, name: str) -> pa.Array:
 class _Group:
     """One shredded group (`value` and/or `typed_value`), rebuilt row by row into encoded variant values."""
 
-    def __init__(self, array: pa.Array, where: str) -> None:
+    def __init__(self, array: pa.Array, where: str, *, top: bool = False) -> None:
+        # `where` is the path inside the variant, as a JSON path: $, $.name, $.list[*]
         if not pa.types.is_struct(array.type):
-            raise _LayoutError(f"{where or 'the group'} is {array.type}, not a group of value and typed_value")
+            raise _LayoutError(f"{where} is {array.type}, not a group of value and typed_value")
         names = [array.type.field(i).name for i in range(array.type.num_fields)]
-        if not where:  # the column's own group also holds the metadata, checked by the caller
+        if top:  # the column's own group also holds the metadata, checked by the caller
             names = [n if n != "metadata" else "" for n in names]
         if set(names) - {"value", "typed_value", ""} or not {"value", "typed_value"} & set(names):
-            raise _LayoutError(f"{where or 'the group'} has fields {names} (expected value and/or typed_value)")
-        self.where = where or "the value"
+            raise _LayoutError(f"{where} has fields {names} (expected value and/or typed_value)")
+        self.where = where
         self.value = _binary(array.field(names.index("value")), f"{where}.value") if "value" in names else None
         self.typed = array.field(names.index("typed_value")) if "typed_value" in names else None
         if self.typed is not None and isinstance(self.typed, pa.ExtensionArray):
@@ -154,7 +155,7 @@ class _Group:
         parents = [row for row in range(len(typed)) for _ in range(offsets[row + 1] - offsets[row])]
         start, end = offsets[0], offsets[-1]
         element_meta = [metadata[row] for row in parents]
-        elements = _Group(typed.values.slice(start, end - start), f"{self.where}.element").values(element_meta)
+        elements = _Group(typed.values.slice(start, end - start), f"{self.where}[*]").values(element_meta)
         out: list[bytes | None] = []
         for row, ok in enumerate(valid):
             if not ok:
