@@ -231,3 +231,14 @@ def test_cli_refuses_a_shredded_file_whose_layout_breaks_the_spec_and_writes_not
     line = cli_failure("optimize", path, "--min-file-size", str(1 << 40))
     assert "the file's variant layout does not match the variant type" in line and "uint32" in line
     assert tree_state(path) == before
+
+
+def test_zorder_refuses_variant_and_geospatial_columns() -> None:
+    variant = CORPUS / "delta-spark-resources/variant-stats-with-struct-no-checkpoint"
+    line = cli_failure("zorder", variant, "--columns", "v")
+    assert line == f"deltalite: error: table {variant}: zorder column 'v' has type variant, which cannot be ordered"
+    geo = CORPUS / "kernel-rs-data/table-with-geo"
+    line = cli_failure("zorder", geo, "--columns", "geom")
+    assert line == (
+        f"deltalite: error: table {geo}: zorder column 'geom' has type geometry(OGC:CRS84), which cannot be ordered"
+    )
