@@ -8,6 +8,7 @@ import collections
 import json
 from pathlib import Path
 
+import deltalake
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -15,7 +16,8 @@ import pytest
 from airflow_provider_deltalite import DeltaTable
 from airflow_provider_deltalite.engine.rewrite import RewriteTask, TableContext, rewrite_files
 from airflow_provider_deltalite.engine.scan import scan
-from tests.conformance.corpus import deltars_paths, row_multiset
+from airflow_provider_deltalite.engine.variant import to_variant_storage
+from tests.conformance.corpus import DELTA_RS_CANNOT_READ, deltars_paths, row_multiset
 from tests.engine.test_variant import SHREDDED, UNSHREDDED, kernel_rows, physical_cells
 from tests.helpers import CORPUS, copy_table
 from tests.variant_oracle import file_cells
@@ -54,6 +56,9 @@ def test_optimize_keeps_every_unshredded_variant_byte_for_byte(name: str, tmp_pa
     assert raw_after == raw_before and sum(raw_after.values()) > 0
     rows_after = kernel_rows(path)
     assert row_multiset(rows_after, rows_after.column_names) == row_multiset(rows_before, rows_before.column_names)
+    if name not in DELTA_RS_CANNOT_READ:  # delta-rs 1.6.3 reads unshredded variant tables without variantShredding
+        theirs = deltalake.DeltaTable(str(path)).to_pyarrow_table()
+        assert row_multiset(theirs, rows_before.column_names) == row_multiset(rows_before, rows_before.column_names)
 
 
 @pytest.mark.parametrize("name", SHREDDED)
@@ -149,3 +154,32 @@ def test_geospatial_table_reads_its_wkb_and_optimize_keeps_it(tmp_path: Path) ->
     )
     # no bounds: the protocol defines none for geospatial columns; the null count is exact
     assert json.loads(add["stats"]) == {"numRecords": 9, "nullCount": {"geom": 3, "geog": 3}}
+
+
+def test_optimize_merges_files_of_different_shredding_layouts_into_one_unshredded_file(tmp_path: Path) -> None:
+    """Spark infers a shredding schema per file; here one file keeps `typed_value.key` (int64) and the other holds
+    the same kind of values unshredded. Concatenating the two groups as they are is impossible; the rebuilt values
+    of both land in one unshredded file."""
+    path = copy_table("delta-spark-resources/variant-stats-with-struct-no-checkpoint", tmp_path / "t")
+    first, second = sorted(path.glob("*.parquet"))
+    table = pq.read_table(second)
+    unshredded = to_variant_storage(table.column("v").combine_chunks(), "v", None)
+    pq.write_table(table.set_column(table.column_names.index("v"), "v", unshredded), second)
+    for commit in (path / "_delta_log").glob("*.json"):
+        actions = [json.loads(line) for line in commit.read_text().splitlines()]
+        for action in actions:
+            if "add" in action and second.name in action["add"]["path"].replace("%25", "%"):
+                action["add"]["size"] = second.stat().st_size
+        commit.write_text("".join(json.dumps(a) + "\n" for a in actions))
+    assert pq.read_schema(first).field("v").type != pq.read_schema(second).field("v").type
+    decoded_before = physical_cells(path, decoded=True)
+    _before, new = _optimized(path)
+    assert _cells(path, new, decoded=True) == decoded_before and sum(decoded_before.values()) == 10
+    [written] = new
+    assert pq.read_schema(path / written).field("v").type == pa.struct(
+        [pa.field("metadata", pa.binary(), False), pa.field("value", pa.binary(), False)]
+    )
+    rows = kernel_rows(path)
+    assert rows.num_rows == 10 and sorted(rows.column("s").combine_chunks().field("i").to_pylist()) == list(
+        range(200, 210)
+    )
