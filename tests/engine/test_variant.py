@@ -219,8 +219,9 @@ def test_shredded_file_whose_layout_breaks_the_spec_is_one_typed_line(tmp_path: 
     path = _break_layout(copy_table("delta-spark-resources/variant-stats-no-checkpoint", tmp_path / "t"))
     with pytest.raises(SchemaError) as info:
         scan(DeltaTable(str(path)).snapshot())
+    data = sorted(path.glob("*.parquet"))[-1].name
     assert str(info.value) == (
-        f"table {path}: column 'v': the file's variant layout does not match the variant type: "
+        f"table {path}: data file {data}: column 'v': the file's variant layout does not match the variant type: "
         "$.id: typed_value of type uint32 is not a shredded variant type"
     )
 
