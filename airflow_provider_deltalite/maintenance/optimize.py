@@ -25,8 +25,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_provider_deltalite.engine.clustering_domain import clustering_spec
 from airflow_provider_deltalite.engine.errors import (
     DeltaLiteError,
+    InvalidArgument,
 )
 from airflow_provider_deltalite.engine.file_actions import ensure_can_add_files, live_file_actions
 from airflow_provider_deltalite.engine.rewrite import (
@@ -40,6 +42,7 @@ from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.engine.table import Table
 from airflow_provider_deltalite.engine.transaction import RetryPolicy
 from airflow_provider_deltalite.maintenance.bin_packing import group_by, pack_batches, pack_greedy
+from airflow_provider_deltalite.maintenance.clustering.liquid import cluster_table, refuse_where
 from airflow_provider_deltalite.maintenance.executor import Executor, LocalExecutor
 from airflow_provider_deltalite.maintenance.optimize_stats import FileSizeMetrics, OptimizeStats
 from airflow_provider_deltalite.maintenance.options import OptimizeOptions
@@ -188,6 +191,19 @@ def optimize(
     start_ms = int(time.time() * 1000)
     snapshot = table.snapshot()
     ensure_can_add_files(snapshot)
+    spec = clustering_spec(snapshot)
+    if spec is not None and spec.columns:
+        # a liquid-clustered table: cluster as Delta's OPTIMIZE does, never bin-pack its cubes away
+        owned = executor is None
+        executor = executor or LocalExecutor(max_concurrent_tasks)
+        try:
+            return cluster_table(
+                table, snapshot, spec, opts, executor, writer_options=writer_options, retry=retry, progress=progress
+            )
+        finally:
+            if owned:
+                executor.close()
+    _refuse_clustering_options(opts, spec is not None, table.uri)
     plan = plan_optimize(
         snapshot,
         where=opts.where,
@@ -227,6 +243,19 @@ def optimize(
     finally:
         if owned:
             executor.close()
+
+
+def _refuse_clustering_options(opts: OptimizeOptions, clustered: bool, table_uri: str) -> None:
+    """On a table without clustering columns: ``full`` and ``min_cube_size`` mean nothing; ``where`` is refused on a
+    clustered table even when it clusters on no column, as Delta does."""
+    if clustered:
+        refuse_where(opts.where, table_uri)
+    for name, given in (("full", opts.full), ("min_cube_size", opts.min_cube_size is not None)):
+        if given:
+            raise InvalidArgument(
+                f"{name} applies only to a liquid-clustered table (one with clustering columns), and this one has none",
+                table_uri,
+            )
 
 
 def _stats(
