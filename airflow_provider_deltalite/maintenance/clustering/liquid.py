@@ -20,7 +20,8 @@ Which files are rewritten (the candidates):
   (delta#4304: a 1 GB append made OPTIMIZE rewrite a 41 GB table).
 
 With ``full`` every file outside sealed cubes is rewritten, other files included (Delta's ``OPTIMIZE FULL``).
-Candidates are packed, whole cubes at a time, into new cubes of up to ``max(min_cube_size, target_size)`` bytes, each
+Candidates are cut, whole cubes at a time, into new cubes of even size, each at least ``1.5 x min_cube_size`` bytes
+unless there is only one (Delta's 150 GiB target cube over its 100 GiB minimum), each
 clustered by `runs.cluster_files` (or the shuffle on Spark) into ``round(bytes / target_size)`` files.
 """
 
@@ -194,7 +195,7 @@ def plan_clustering(
             rewritten += cube.size
     if not fresh and len(taken) <= 1:
         taken = []  # one cube alone is already clustered (Delta's filterOutSingleZCubes)
-    bins = _pack(fresh, taken, max(min_cube, target), target)
+    bins = _pack(fresh, taken, min_cube, target)
     taken_ids = {c.cube_id for c in taken}
     return ClusteringPlan(
         read_version=snapshot.version,
@@ -213,27 +214,28 @@ def plan_clustering(
     )
 
 
-def _pack(fresh: list[dict[str, Any]], cubes: list[Cube], cap: int, target: int) -> list[NewCube]:
-    """New cubes of at most ``cap`` bytes: the fresh files one by one, then whole cubes, in order."""
+def _pack(fresh: list[dict[str, Any]], cubes: list[Cube], min_cube: int, target: int) -> list[NewCube]:
+    """The fresh files one by one, then whole cubes, cut in order into ``n = floor(bytes / (1.5 x min_cube))`` new
+    cubes of even size (at least one): every cube but a lone one starts at least 1.5 x ``min_cube`` large, so it
+    comes out sealed even when clustering compresses it better, and none exceeds about 3 x ``min_cube``."""
     items: list[tuple[tuple[dict[str, Any], ...], bool]] = [((f,), False) for f in fresh]
     items += [(c.files, True) for c in cubes]
+    total = sum(int(f["size"]) for files, _ in items for f in files)
+    count = max(1, total // (min_cube * 3 // 2))
     bins: list[NewCube] = []
     current: list[dict[str, Any]] = []
-    from_cubes = size = 0
-
-    def close() -> None:
-        if current:
-            bins.append(NewCube(tuple(current), max(1, round(size / target)), from_cubes))
-
+    from_cubes = size = done = 0
     for files, is_cube in items:
-        item_size = sum(int(f["size"]) for f in files)
-        if current and size + item_size > cap:
-            close()
-            current, from_cubes, size = [], 0, 0
         current.extend(files)
+        item_size = sum(int(f["size"]) for f in files)
         size += item_size
+        done += item_size
         from_cubes += len(files) if is_cube else 0
-    close()
+        if len(bins) < count - 1 and done * count >= total * (len(bins) + 1):
+            bins.append(NewCube(tuple(current), max(1, round(size / target)), from_cubes))
+            current, from_cubes, size = [], 0, 0
+    if current:
+        bins.append(NewCube(tuple(current), max(1, round(size / target)), from_cubes))
     return bins
 
 
