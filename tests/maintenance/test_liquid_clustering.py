@@ -368,3 +368,16 @@ def test_the_options_carry_full_and_min_cube_size() -> None:
         OptimizeOptions(min_cube_size=0)
     with pytest.raises(InvalidArgument, match="full must be true or false"):
         OptimizeOptions.from_text({"full": "maybe"})
+
+
+def test_the_cli_passes_full_and_min_cube_size_and_prints_the_cubes(tmp_path: Path) -> None:
+    path = lt.clustered_points(tmp_path / "t", files=3, rows=500)
+    size = _size(path)
+    out = run_cli("optimize", path, "--full", "--min-cube-size", str(size // 10), "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    c = doc["clusteringStats"]
+    assert (c["isFull"], c["minCubeSize"], c["numOutputZCubes"], doc["numFilesRemoved"]) == (True, size // 10, 1, 3)
+    assert _actions(path, 4)[0]["commitInfo"]["operationParameters"]["isFull"] is True
+    text = run_cli("optimize", path, "--min-cube-size", str(size // 10)).stdout
+    assert "clustered on x, y (hilbert): 0 new cubes, 0 small cubes merged, 1 sealed and 0 small cubes left" in text
