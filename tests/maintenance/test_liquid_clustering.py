@@ -377,7 +377,8 @@ def test_the_cli_passes_full_and_min_cube_size_and_prints_the_cubes(tmp_path: Pa
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     c = doc["clusteringStats"]
-    assert (c["isFull"], c["minCubeSize"], c["numOutputZCubes"], doc["numFilesRemoved"]) == (True, size // 10, 1, 3)
+    # 3 files of about 3.3 x min_cube_size: floor(bytes / (1.5 x min_cube_size)) = 6 cubes asked, one per file made
+    assert (c["isFull"], c["minCubeSize"], c["numOutputZCubes"], doc["numFilesRemoved"]) == (True, size // 10, 3, 3)
     assert _actions(path, 4)[0]["commitInfo"]["operationParameters"]["isFull"] is True
     text = run_cli("optimize", path, "--min-cube-size", str(size // 10)).stdout
-    assert "clustered on x, y (hilbert): 0 new cubes, 0 small cubes merged, 1 sealed and 0 small cubes left" in text
+    assert "clustered on x, y (hilbert): 0 new cubes, 0 small cubes merged, 3 sealed and 0 small cubes left" in text
