@@ -288,7 +288,7 @@ class OptimizeOptions(MaintenanceOptions):
         "max_deleted_rows_ratio": real_number,
         "batch_size": whole_number,
         "dry_run": flag,
-        "full": flag,
+        "full": lambda n, v: None if optional_text(v) is None else flag(n, v),  # unset: the default, False
         "min_cube_size": whole_number,
     }
 

@@ -382,3 +382,8 @@ def test_the_cli_passes_full_and_min_cube_size_and_prints_the_cubes(tmp_path: Pa
     assert _actions(path, 4)[0]["commitInfo"]["operationParameters"]["isFull"] is True
     text = run_cli("optimize", path, "--min-cube-size", str(size // 10)).stdout
     assert "clustered on x, y (hilbert): 0 new cubes, 0 small cubes merged, 3 sealed and 0 small cubes left" in text
+
+
+def test_unset_full_and_min_cube_size_keep_their_defaults_from_text() -> None:
+    options = OptimizeOptions.from_text({"full": None, "min_cube_size": "None", "where": ""})
+    assert (options.full, options.min_cube_size) == (False, None)
