@@ -6,6 +6,10 @@ candidates are those smaller than ``min_file_size`` or whose deletion vector rem
 a bin of one file is dropped unless that file carries a deletion vector (rewriting it purges the deleted rows).
 Bins are grouped into batches of ``batch_size`` input bytes, one commit each.
 
+On a liquid-clustered table (writer feature ``clustering`` with clustering columns) OPTIMIZE clusters instead, as
+Delta's does: `clustering.liquid` (``where`` is refused there; ``min_file_size``, ``max_deleted_rows_ratio`` and
+``batch_size`` do not apply; ``full`` and ``min_cube_size`` apply only there).
+
 Every add and remove is ``dataChange=false``, so the commit is recorded as SnapshotIsolation: concurrent appends
 never conflict with it, and streaming readers and the sensor ignore it. When another writer wins the race, the
 transaction checks the winner; a commit that removed one of the compacted files aborts OPTIMIZE (its deleted rows
@@ -164,13 +168,14 @@ def optimize(
     progress: Callable[[OptimizeProgress], None] | None = None,
     **fields: Any,
 ) -> OptimizeStats:
-    """Compact the small files of ``table`` (see the module docstring for the rules).
+    """Compact the small files of ``table``, or cluster it when it is liquid-clustered (see the module docstring).
 
     Args:
         table: the table.
         options: what to compact (`OptimizeOptions`: ``where``, ``target_size``, ``min_file_size``,
             ``max_deleted_rows_ratio``, ``batch_size``, ``dry_run``); or pass those fields as keyword arguments. With
-            ``dry_run`` the stats describe the plan (``plan`` lists the bins) and nothing is written.
+            ``dry_run`` the stats describe the plan (``plan`` lists the bins) and nothing is written. ``full`` and
+            ``min_cube_size`` apply to clustered tables (`clustering.liquid`).
         executor: where bins are rewritten (default: `LocalExecutor` with ``max_concurrent_tasks`` threads).
         max_concurrent_tasks: threads of the default local executor.
         writer_options: Parquet encoding of the new files.
@@ -182,7 +187,10 @@ def optimize(
 
     Raises:
         InvalidExpression: ``where`` is invalid or references a non-partition column.
-        InvalidArgument: a size or the ratio is out of range.
+        InvalidArgument: a size or the ratio is out of range; ``where`` on a clustered table; ``full`` or
+            ``min_cube_size`` on a table without clustering columns.
+        CorruptLog: the clustering domain names a column the schema does not have.
+        InvalidTableProperty: a clustering column has no statistics.
         ProtocolNotSupported: the table has a feature deltalite cannot write (checked before anything is written).
         ConcurrentModification: another commit removed a compacted file; the message says how many bytes of new files
             were left for VACUUM.
