@@ -61,6 +61,7 @@ FEATURES: dict[str, FeatureInfo] = {
         _f("inCommitTimestamp", False, True, True),
         _f("inCommitTimestamp-preview", False, True, True),
         _f("clustering", False, True, True),
+        _f("liquid", False, True, True),  # the Databricks preview of clustering (domain delta.liquid)
         _f("allowColumnDefaults", False, True, True),
         _f("checkpointProtection", False, True, False),
         _f("collations", False, True, False, note="string comparisons use a collation"),
