@@ -60,13 +60,16 @@ class DeltaTable(Table):
         max_deleted_rows_ratio: float | None = None,
         batch_size: int | None = None,
         dry_run: bool = False,
+        full: bool = False,
+        min_cube_size: int | None = None,
         executor: Executor | None = None,
         max_concurrent_tasks: int | None = None,
         writer_options: WriterOptions | None = None,
         retry: RetryPolicy | None = None,
         progress: Callable[[OptimizeProgress], None] | None = None,
     ) -> OptimizeStats:
-        """Compact small files (bin packing); the options are those of `OptimizeOptions`.
+        """Compact small files (bin packing), or cluster a liquid-clustered table; the options are those of
+        `OptimizeOptions` (``full`` and ``min_cube_size`` apply to clustered tables only).
 
         Example:
             >>> DeltaTable("/data/events").optimize(where="date = '2026-11-01'").to_dict()  # doctest: +SKIP
@@ -82,6 +85,8 @@ class DeltaTable(Table):
                 "max_deleted_rows_ratio": max_deleted_rows_ratio,
                 "batch_size": batch_size,
                 "dry_run": dry_run,
+                "full": full,
+                "min_cube_size": min_cube_size,
             },
             self.uri,
         )

@@ -42,6 +42,7 @@ STATS_KEYS = {
     "totalClusterParallelism",
     "dryRun",
     "plan",
+    "clusteringStats",
 }
 
 

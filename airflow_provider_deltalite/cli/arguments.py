@@ -93,6 +93,17 @@ def add_optimize_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-deleted-rows-ratio", type=ratio, metavar="FLOAT", help="rewrite files whose DV removes more (0.05)"
     )
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help="clustered table: also recluster files clustered on other columns and every small cube (OPTIMIZE FULL)",
+    )
+    parser.add_argument(
+        "--min-cube-size",
+        type=byte_count,
+        metavar="BYTES",
+        help="clustered table: cubes of this size are sealed, never rewritten (default 100 x the target size)",
+    )
     parser.add_argument("--dry-run", action="store_true", help="plan only; write nothing")
 
 

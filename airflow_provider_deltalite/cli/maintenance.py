@@ -49,6 +49,13 @@ def cmd_optimize(args: argparse.Namespace) -> None:
     if args.json:
         return print_json(stats.to_dict())
     print_rewrite_summary(stats, "optimize", "rewrote", "rewrite")
+    c = stats.clustering_stats
+    if c is not None:
+        print(
+            f"  clustered on {', '.join(c['clusteringColumns'])} ({c['curve']}): {c['numOutputZCubes']} new cubes, "
+            f"{c['inputNumZCubes']} small cubes merged, {c['numSealedZCubes']} sealed and "
+            f"{c['numPartialZCubesKept']} small cubes left as they are"
+        )
 
 
 def cmd_zorder(args: argparse.Namespace) -> None:

@@ -18,6 +18,8 @@ def cmd_describe(args: argparse.Namespace) -> None:
     print(f"version     {doc['version']}")
     print(f"files       {doc['numFiles']} ({human_size(doc['sizeInBytes'])})")
     print(f"partitions  {', '.join(doc['partitionColumns']) or '-'}")
+    if doc["clusteringColumns"] is not None:
+        print(f"clustering  {', '.join(doc['clusteringColumns']) or '-'} (liquid)")
     print(
         f"protocol    reader {proto['minReaderVersion']}, writer {proto['minWriterVersion']}; "
         f"features: {', '.join(proto['features']) or '-'}"

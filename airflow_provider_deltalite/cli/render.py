@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_deltalite.engine.clustering_domain import clustering_spec
 from airflow_provider_deltalite.engine.snapshot import Snapshot, json_default
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ def size_histogram(sizes: Sequence[int]) -> dict[str, int]:
 def describe_document(snap: Snapshot) -> dict[str, Any]:
     """What `deltalite describe --json` prints."""
     sizes = snap.raw_files.column("size").to_pylist()
+    clustering = clustering_spec(snap)
     return {
         "table": snap.table_uri,
         "version": snap.version,
@@ -44,6 +46,8 @@ def describe_document(snap: Snapshot) -> dict[str, Any]:
         "numFiles": snap.num_files,
         "sizeInBytes": snap.size_in_bytes,
         "partitionColumns": snap.partition_columns,
+        # None: not a clustered table; []: clustered on no column (CLUSTER BY NONE)
+        "clusteringColumns": list(clustering.names) if clustering is not None else None,
         "schema": snap.schema,
         "protocol": {**snap.protocol.to_dict(), "features": list(snap.protocol.features)},
         "properties": snap.properties.explicit,

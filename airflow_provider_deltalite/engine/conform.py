@@ -12,12 +12,14 @@ from airflow_provider_deltalite.engine.column_mapping import column_mapping_id, 
 from airflow_provider_deltalite.engine.errors import SchemaError
 from airflow_provider_deltalite.engine.properties import COLUMN_MAPPING_NESTED_IDS
 from airflow_provider_deltalite.engine.schema import (
+    GEOSPATIAL_TYPE,
     PRIMITIVES,
-    UNSUPPORTED_TYPE,
+    VARIANT,
     decimal_params,
     validate_type,
     validated_schema,
 )
+from airflow_provider_deltalite.engine.variant import VARIANT_STORAGE, to_variant_storage
 
 PARQUET_FIELD_ID = b"PARQUET:field_id"
 
@@ -32,7 +34,7 @@ def delta_type_to_arrow(delta_type: str | dict) -> pa.DataType:
         The Arrow type. List items are named "element"; map entries use Arrow's "key"/"value".
 
     Raises:
-        SchemaError: the type is unknown or not supported (variant, geometry, geography).
+        SchemaError: the type is unknown.
     """
     return _arrow_type(validate_type(delta_type, "", None), physical=False, mode="none", path="")
 
@@ -83,8 +85,10 @@ def _arrow_type(
     if isinstance(delta_type, str):
         if delta_type in PRIMITIVES:
             return PRIMITIVES[delta_type]
-        if UNSUPPORTED_TYPE.match(delta_type):
-            raise SchemaError(f"column '{path or '<root>'}': type {delta_type!r} is not supported")
+        if delta_type == VARIANT:
+            return VARIANT_STORAGE
+        if GEOSPATIAL_TYPE.match(delta_type):
+            return pa.binary()  # WKB, as the file stores it
         return pa.decimal128(*decimal_params(delta_type, path, None))
     if delta_type["type"] == "struct":
         return pa.struct([_arrow_field(f, physical=physical, mode=mode, path=path) for f in delta_type["fields"]])
@@ -243,8 +247,12 @@ def _conform(
 ) -> pa.Array:
     if pa.types.is_dictionary(array.type):
         array = array.dictionary_decode()
+    if isinstance(array, pa.ExtensionArray):  # e.g. geoarrow.wkb from a GEOMETRY-annotated column
+        array = array.storage
     if pa.types.is_null(array.type):
         return pa.nulls(len(array), target)
+    if delta_type == VARIANT:
+        return to_variant_storage(array, path, table_uri)
     try:
         if isinstance(delta_type, dict):
             kind = delta_type["type"]

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 
 from airflow_provider_deltalite.engine.conform import delta_schema_to_arrow, file_columns, to_logical
 from airflow_provider_deltalite.engine.deletion_vectors import read_deletion_vector
-from airflow_provider_deltalite.engine.errors import DeltaLiteError, StorageError
+from airflow_provider_deltalite.engine.errors import DeltaLiteError, SchemaError, StorageError
 from airflow_provider_deltalite.engine.row_tracking import FileRowIds
 from airflow_provider_deltalite.engine.storage import Storage
 
@@ -89,6 +89,8 @@ def iter_file_rows(
                 yield rows
     except FileNotFoundError:
         raise StorageError(f"data file {path} is referenced by the log but missing", uri) from None
+    except SchemaError as exc:  # name the file: it is the one to fix or remove
+        raise SchemaError(f"data file {path}: {exc.problem}", uri) from None
     except DeltaLiteError:
         raise
     except (pa.ArrowException, OSError) as exc:

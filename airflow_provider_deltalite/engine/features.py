@@ -72,11 +72,13 @@ FEATURES: dict[str, FeatureInfo] = {
         _f("icebergWriterCompatV1", False, True, False, note="the Iceberg metadata would go stale"),
         _f("icebergWriterCompatV3", False, True, False, note="the Iceberg metadata would go stale"),
         _f("materializePartitionColumns", False, True, False),
-        _f("variantType", True, False, False, note="the variant type is not supported"),
-        _f("variantType-preview", True, False, False, note="the variant type is not supported"),
-        _f("variantShredding", True, False, False, note="variant shredding is not supported"),
-        _f("variantShredding-preview", True, False, False, note="variant shredding is not supported"),
-        _f("geospatial", True, False, False, note="geospatial types are not supported"),
+        # variant values pass through as stored; shredded ones are read (and rewritten) unshredded
+        _f("variantType", True, True, True),
+        _f("variantType-preview", True, True, True),
+        _f("variantShredding", True, True, True),
+        _f("variantShredding-preview", True, True, True),
+        # geometry/geography values pass through as stored WKB, with a null count and no bounds in the stats
+        _f("geospatial", True, True, True),
         _f("catalogManaged", True, False, False, note="commits go through a catalog"),
         _f("catalogOwned-preview", True, False, False, note="commits go through a catalog"),
         _f("coordinatedCommits-preview", False, True, False, note="commits go through a coordinator"),

@@ -7,6 +7,7 @@ import pyarrow.compute as pc
 
 from airflow_provider_deltalite.engine.conform import delta_type_to_arrow
 from airflow_provider_deltalite.engine.errors import SchemaError
+from airflow_provider_deltalite.engine.schema import GEOSPATIAL_TYPE, VARIANT
 
 # A trailing zone after a time of day; the time part keeps "2021-09-08" from reading as a "-08" offset.
 _ZONE_SUFFIX = r"\d{2}:\d{2}(?::\d{2}(?:\.\d*)?)?(?:Z|z|[+-]\d{2}(?::?\d{2})?)$"
@@ -37,7 +38,8 @@ def parse_partition_values(
     Raises:
         SchemaError: the type cannot be a partition column, or a value does not parse.
     """
-    if isinstance(delta_type, dict) or delta_type == "void":
+    # variant and geospatial columns cannot be partition columns (the protocol forbids it)
+    if isinstance(delta_type, dict) or delta_type in ("void", VARIANT) or GEOSPATIAL_TYPE.match(delta_type):
         raise SchemaError(
             f"partition column '{column}': type {_type_label(delta_type)} cannot be a partition column", table_uri
         )

@@ -31,8 +31,10 @@ PRIMITIVES: dict[str, pa.DataType] = {
     # Spark's NullType; delta-rs reads such columns as Arrow null, so do the same.
     "void": pa.null(),
 }
-# Types the protocol knows but deltalite cannot represent in Arrow; parsing accepts them, conversion refuses them.
-UNSUPPORTED_TYPE = re.compile(r"^(variant|geometry(\(.*\))?|geography(\(.*\))?)$")
+VARIANT = "variant"
+# geometry and geography (feature `geospatial`), with an optional CRS (and, for geography, an edge algorithm):
+# `geometry(OGC:CRS84)`, `geography(OGC:CRS84, spherical)`. Their values are stored and read as WKB binary.
+GEOSPATIAL_TYPE = re.compile(r"^(geometry|geography)(\([^()]*\))?$")
 _DECIMAL = re.compile(r"^decimal(?:\(\s*(\d+)\s*,\s*(\d+)\s*\))?$")
 _MAX_DECIMAL_PRECISION = 38
 
@@ -64,7 +66,7 @@ def validate_type(delta_type: Any, path: str, table_uri: str | None) -> Any:
     """Validate and normalise one Delta type (see `parse_schema_string`); `path` names the column in errors."""
     where = f"column '{path}'" if path else "schema"
     if isinstance(delta_type, str):
-        if delta_type in PRIMITIVES or UNSUPPORTED_TYPE.match(delta_type):
+        if delta_type in PRIMITIVES or delta_type == VARIANT or GEOSPATIAL_TYPE.match(delta_type):
             return delta_type
         match = _DECIMAL.match(delta_type)
         if match:

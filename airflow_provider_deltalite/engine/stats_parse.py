@@ -26,6 +26,7 @@ from airflow_provider_deltalite.engine.stats_json import (
     as_string_array,
     read_json,
 )
+from airflow_provider_deltalite.engine.variant import is_variant_storage
 
 __all__ = ["PHYSICAL_NAME_KEY", "parse_stats", "stats_type"]
 
@@ -58,7 +59,8 @@ def _columns(fields: list[pa.Field], prefix: tuple[str, ...], physical_names: Ph
         if physical is None and field.metadata and PHYSICAL_NAME_KEY in field.metadata:
             physical = field.metadata[PHYSICAL_NAME_KEY].decode("utf-8")
         children = None
-        if pa.types.is_struct(field.type):
+        # a variant reads as a struct but its stats are those of one column: a null count (and z85 bounds, not used)
+        if pa.types.is_struct(field.type) and not is_variant_storage(field.type):
             children = tuple(_columns(list(field.type), path, physical_names))
         out.append(_Column(field.name, physical or field.name, field.type, children))
     return out

@@ -6,6 +6,10 @@ candidates are those smaller than ``min_file_size`` or whose deletion vector rem
 a bin of one file is dropped unless that file carries a deletion vector (rewriting it purges the deleted rows).
 Bins are grouped into batches of ``batch_size`` input bytes, one commit each.
 
+On a liquid-clustered table (writer feature ``clustering`` with clustering columns) OPTIMIZE clusters instead, as
+Delta's does: `clustering.liquid` (``where`` is refused there; ``min_file_size``, ``max_deleted_rows_ratio`` and
+``batch_size`` do not apply; ``full`` and ``min_cube_size`` apply only there).
+
 Every add and remove is ``dataChange=false``, so the commit is recorded as SnapshotIsolation: concurrent appends
 never conflict with it, and streaming readers and the sensor ignore it. When another writer wins the race, the
 transaction checks the winner; a commit that removed one of the compacted files aborts OPTIMIZE (its deleted rows
@@ -25,8 +29,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_provider_deltalite.engine.clustering_domain import clustering_spec
 from airflow_provider_deltalite.engine.errors import (
     DeltaLiteError,
+    InvalidArgument,
 )
 from airflow_provider_deltalite.engine.file_actions import ensure_can_add_files, live_file_actions
 from airflow_provider_deltalite.engine.rewrite import (
@@ -40,6 +46,7 @@ from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.engine.table import Table
 from airflow_provider_deltalite.engine.transaction import RetryPolicy
 from airflow_provider_deltalite.maintenance.bin_packing import group_by, pack_batches, pack_greedy
+from airflow_provider_deltalite.maintenance.clustering.liquid import cluster_table, refuse_where
 from airflow_provider_deltalite.maintenance.executor import Executor, LocalExecutor
 from airflow_provider_deltalite.maintenance.optimize_stats import FileSizeMetrics, OptimizeStats
 from airflow_provider_deltalite.maintenance.options import OptimizeOptions
@@ -161,13 +168,14 @@ def optimize(
     progress: Callable[[OptimizeProgress], None] | None = None,
     **fields: Any,
 ) -> OptimizeStats:
-    """Compact the small files of ``table`` (see the module docstring for the rules).
+    """Compact the small files of ``table``, or cluster it when it is liquid-clustered (see the module docstring).
 
     Args:
         table: the table.
         options: what to compact (`OptimizeOptions`: ``where``, ``target_size``, ``min_file_size``,
             ``max_deleted_rows_ratio``, ``batch_size``, ``dry_run``); or pass those fields as keyword arguments. With
-            ``dry_run`` the stats describe the plan (``plan`` lists the bins) and nothing is written.
+            ``dry_run`` the stats describe the plan (``plan`` lists the bins) and nothing is written. ``full`` and
+            ``min_cube_size`` apply to clustered tables (`clustering.liquid`).
         executor: where bins are rewritten (default: `LocalExecutor` with ``max_concurrent_tasks`` threads).
         max_concurrent_tasks: threads of the default local executor.
         writer_options: Parquet encoding of the new files.
@@ -179,7 +187,10 @@ def optimize(
 
     Raises:
         InvalidExpression: ``where`` is invalid or references a non-partition column.
-        InvalidArgument: a size or the ratio is out of range.
+        InvalidArgument: a size or the ratio is out of range; ``where`` on a clustered table; ``full`` or
+            ``min_cube_size`` on a table without clustering columns.
+        CorruptLog: the clustering domain names a column the schema does not have.
+        InvalidTableProperty: a clustering column has no statistics.
         ProtocolNotSupported: the table has a feature deltalite cannot write (checked before anything is written).
         ConcurrentModification: another commit removed a compacted file; the message says how many bytes of new files
             were left for VACUUM.
@@ -188,6 +199,19 @@ def optimize(
     start_ms = int(time.time() * 1000)
     snapshot = table.snapshot()
     ensure_can_add_files(snapshot)
+    spec = clustering_spec(snapshot)
+    if spec is not None and spec.columns:
+        # a liquid-clustered table: cluster as Delta's OPTIMIZE does, never bin-pack its cubes away
+        owned = executor is None
+        executor = executor or LocalExecutor(max_concurrent_tasks)
+        try:
+            return cluster_table(
+                table, snapshot, spec, opts, executor, writer_options=writer_options, retry=retry, progress=progress
+            )
+        finally:
+            if owned:
+                executor.close()
+    _refuse_clustering_options(opts, spec is not None, table.uri)
     plan = plan_optimize(
         snapshot,
         where=opts.where,
@@ -227,6 +251,19 @@ def optimize(
     finally:
         if owned:
             executor.close()
+
+
+def _refuse_clustering_options(opts: OptimizeOptions, clustered: bool, table_uri: str) -> None:
+    """On a table without clustering columns: ``full`` and ``min_cube_size`` mean nothing; ``where`` is refused on a
+    clustered table even when it clusters on no column, as Delta does."""
+    if clustered:
+        refuse_where(opts.where, table_uri)
+    for name, given in (("full", opts.full), ("min_cube_size", opts.min_cube_size is not None)):
+        if given:
+            raise InvalidArgument(
+                f"{name} applies only to a liquid-clustered table (one with clustering columns), and this one has none",
+                table_uri,
+            )
 
 
 def _stats(

@@ -76,6 +76,8 @@ class OptimizeStats:
     total_cluster_parallelism: int
     dry_run: bool = False
     plan: list[dict[str, Any]] | None = field(default=None)
+    # OPTIMIZE on a clustered table (Delta's ``clusteringStats``): cubes read, sealed, merged and written
+    clustering_stats: dict[str, Any] | None = field(default=None)
 
     def to_dict(self) -> dict[str, Any]:
         """The stats as a JSON-ready dict with camelCase keys (``numFilesAdded``, ``filesAdded.totalSize``...)."""

@@ -274,6 +274,10 @@ class OptimizeOptions(MaintenanceOptions):
         max_deleted_rows_ratio: files whose deletion vector removes more than this share of rows are rewritten (0.05).
         batch_size: input bytes per commit; unset means one commit.
         dry_run: plan only; nothing is written.
+        full: on a clustered table, recluster every file not in a sealed cube on the current clustering columns,
+            files clustered on other columns or by another provider included (Delta's ``OPTIMIZE FULL``).
+        min_cube_size: on a clustered table, a cube (the files one clustering run wrote) of at least this many bytes
+            is sealed and never rewritten again (default 100 x the target file size: Delta's 100 GiB at 1 GiB).
     """
 
     operation: ClassVar[str] = "optimize"
@@ -284,6 +288,8 @@ class OptimizeOptions(MaintenanceOptions):
         "max_deleted_rows_ratio": real_number,
         "batch_size": whole_number,
         "dry_run": flag,
+        "full": lambda n, v: None if optional_text(v) is None else flag(n, v),  # unset: the default, False
+        "min_cube_size": whole_number,
     }
 
     where: str | None = None
@@ -292,12 +298,15 @@ class OptimizeOptions(MaintenanceOptions):
     max_deleted_rows_ratio: float | None = None
     batch_size: int | None = None
     dry_run: bool = False
+    full: bool = False
+    min_cube_size: int | None = None
 
     def check(self) -> None:
         if self.where is not None and not isinstance(self.where, str):
             raise InvalidArgument(f"where must be a predicate string, got {self.where!r}")
-        for name in ("target_size", "min_file_size", "batch_size"):
+        for name in ("target_size", "min_file_size", "batch_size", "min_cube_size"):
             positive_bytes(name, getattr(self, name))
+        _flag("full", self.full)
         self._set("max_deleted_rows_ratio", share("max_deleted_rows_ratio", self.max_deleted_rows_ratio))
         _flag("dry_run", self.dry_run)
 

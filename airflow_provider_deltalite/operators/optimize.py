@@ -1,4 +1,5 @@
-"""`OptimizeOperator`: bin-packing compaction of a Delta table's small files, as a PySpark job."""
+"""`OptimizeOperator`: bin-packing compaction of a Delta table's small files (clustering on a liquid-clustered table),
+as a PySpark job."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ class OptimizeOperator(DeltaLiteSparkJobOperator):
 
     The files below ``min_file_size`` in each partition are packed into bins of at most ``target_size`` and each
     bin is rewritten as one file on Spark; the commit has ``dataChange=false``, so readers, streaming consumers and
-    `NewVersionSensor` ignore it. See `DeltaLiteSparkJobOperator` for the table, connection and Spark arguments.
+    `NewVersionSensor` ignore it. On a liquid-clustered table it clusters instead, as Delta's OPTIMIZE does (new data
+    into new cubes, small cubes merged; see docs/clustering.md). See `DeltaLiteSparkJobOperator` for the table,
+    connection and Spark arguments.
 
     Args:
         where: a predicate on partition columns choosing the partitions, e.g. ``"date = '{{ ds }}'"`` (templated).
@@ -27,6 +30,10 @@ class OptimizeOperator(DeltaLiteSparkJobOperator):
         batch_size: input bytes per commit; unset means one commit (templated).
         max_deleted_rows_ratio: files whose deletion vector removes more than this share of rows are rewritten too
             (default 0.05) (templated).
+        full: on a clustered table, also recluster files clustered on other columns or by another provider, and
+            every cube below min_cube_size (Delta's OPTIMIZE FULL) (templated).
+        min_cube_size: on a clustered table, cubes of at least this many bytes are sealed and never rewritten
+            (default 100 x the target file size) (templated).
         min_small_files: do nothing (and start no JVM) unless the plan compacts at least this many files; the
             returned stats are then the plan's (``dryRun: true``) with ``skippedReason`` saying why (templated).
 
@@ -45,6 +52,8 @@ class OptimizeOperator(DeltaLiteSparkJobOperator):
         "min_file_size",
         "batch_size",
         "max_deleted_rows_ratio",
+        "full",
+        "min_cube_size",
         "min_small_files",
     )
 
@@ -56,6 +65,8 @@ class OptimizeOperator(DeltaLiteSparkJobOperator):
         min_file_size: int | str | None = None,
         batch_size: int | str | None = None,
         max_deleted_rows_ratio: float | str | None = None,
+        full: bool | str | None = None,
+        min_cube_size: int | str | None = None,
         min_small_files: int | str | None = None,
         **kwargs: Any,
     ) -> None:
@@ -65,6 +76,8 @@ class OptimizeOperator(DeltaLiteSparkJobOperator):
         self.min_file_size = min_file_size
         self.batch_size = batch_size
         self.max_deleted_rows_ratio = max_deleted_rows_ratio
+        self.full = full
+        self.min_cube_size = min_cube_size
         self.min_small_files = min_small_files
 
     def option_values(self) -> dict[str, Any]:
@@ -74,6 +87,8 @@ class OptimizeOperator(DeltaLiteSparkJobOperator):
             "min_file_size": self.min_file_size,
             "batch_size": self.batch_size,
             "max_deleted_rows_ratio": self.max_deleted_rows_ratio,
+            "full": self.full,
+            "min_cube_size": self.min_cube_size,
         }
 
     def plan(self, table: DeltaTable, options: OptimizeOptions) -> tuple[dict[str, Any], str | None] | None:

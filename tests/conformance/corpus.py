@@ -21,10 +21,7 @@ from tests.helpers import CORPUS
 # Positive tables deltalite refuses on purpose, with the error it must raise and why (docs/conformance.md shows these).
 KNOWN_REFUSALS: dict[str, tuple[str, str]] = {}
 _REFUSAL_RULES = (
-    ("variantType", "ProtocolNotSupported", "the variant type is not supported (reader feature variantType)"),
-    ("variantShredding", "ProtocolNotSupported", "variant shredding is not supported"),
     ("catalogManaged", "ProtocolNotSupported", "catalog-managed tables commit through a catalog, not the log"),
-    ("geospatial", "ProtocolNotSupported", "geospatial types are not supported"),
 )
 # Tables the corpus marks positive but whose logs break the protocol; deltalite raises a typed error.
 PROTOCOL_VIOLATIONS: dict[str, tuple[str, str]] = {

@@ -305,12 +305,12 @@ def test_unknown_reader_feature_is_not_readable() -> None:
 
 def test_known_but_unreadable_reader_feature_explains_why() -> None:
     view = ProtocolView.from_action(
-        {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["variantType"], "writerFeatures": []}
+        {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["catalogManaged"], "writerFeatures": []}
     )
     with pytest.raises(ProtocolNotSupported) as info:
         ensure_readable(view, "/data/t")
-    assert info.value.features == ("variantType",)
-    assert "'variantType' (the variant type is not supported)" in str(info.value)
+    assert info.value.features == ("catalogManaged",)
+    assert "'catalogManaged' (commits go through a catalog)" in str(info.value)
 
 
 def test_unknown_writer_only_feature_is_readable_but_not_writable() -> None:

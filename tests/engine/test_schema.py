@@ -282,16 +282,21 @@ def test_delta_type_to_arrow(delta_type, arrow_type):
     assert delta_type_to_arrow(delta_type) == arrow_type
 
 
-@pytest.mark.parametrize("delta_type", ["variant", "geometry(OGC:CRS84)", "geography", "interval", "int", {"x": 1}])
-def test_delta_type_to_arrow_refuses_unknown_and_unsupported(delta_type):
+@pytest.mark.parametrize("delta_type", ["interval", "int", "geometry(", "geographyx", {"x": 1}])
+def test_delta_type_to_arrow_refuses_unknown(delta_type):
     with pytest.raises(SchemaError):
         delta_type_to_arrow(delta_type)
 
 
-def test_variant_inside_nested_type_is_refused_with_its_path():
+@pytest.mark.parametrize("delta_type", ["geometry", "geometry(OGC:CRS84)", "geography(OGC:CRS84, spherical)"])
+def test_geospatial_types_read_as_wkb_binary(delta_type):
+    assert delta_type_to_arrow(delta_type) == pa.binary()
+
+
+def test_variant_reads_as_its_storage_group_at_any_depth():
+    storage = pa.struct([pa.field("metadata", pa.binary(), False), pa.field("value", pa.binary(), False)])
     schema = parse_schema_string(schema_json(fld("s", {"type": "struct", "fields": [fld("v", "variant")]})))
-    with pytest.raises(SchemaError, match=r"column 's\.v': type 'variant' is not supported"):
-        delta_schema_to_arrow(schema)
+    assert delta_schema_to_arrow(schema) == pa.schema([pa.field("s", pa.struct([pa.field("v", storage)]))])
 
 
 def test_delta_schema_to_arrow_logical_physical_and_exclude():
@@ -481,8 +486,10 @@ def test_parse_partition_values_bad_value_names_column_and_value(delta_type, bad
 def test_parse_partition_values_refuses_nested_and_unsupported_types():
     with pytest.raises(SchemaError, match="cannot be a partition column"):
         parse_partition_values(pa.array(["x"]), {"type": "array", "elementType": "long", "containsNull": True})
-    with pytest.raises(SchemaError, match=r"^partition column 'v': type 'variant' is not supported$"):
+    with pytest.raises(SchemaError, match=r"^partition column 'v': type variant cannot be a partition column$"):
         parse_partition_values(pa.array(["x"]), "variant", column="v")
+    with pytest.raises(SchemaError, match=r"^partition column 'g': type geometry\(OGC:CRS84\) cannot be a partition"):
+        parse_partition_values(pa.array(["x"]), "geometry(OGC:CRS84)", column="g")
     with pytest.raises(SchemaError, match=r"^partition column 'u': unknown type 'uuid'$"):
         parse_partition_values(pa.array(["x"]), "uuid", column="u")
 
@@ -738,10 +745,6 @@ def test_corpus_schema_matches_deltalake(staged_path):
     metadata = latest_metadata(path)
     assert metadata is not None, "no metaData in JSON commits or checkpoints"
     schema = parse_schema_string(metadata["schemaString"])
-    if contains_type(schema, {"variant", "geometry", "geography"}):
-        with pytest.raises(SchemaError, match="is not supported"):
-            delta_schema_to_arrow(schema)
-        return
     expected = pa.schema(table.schema().to_arrow())
     got = delta_schema_to_arrow(schema)
     assert got.names == expected.names
@@ -800,10 +803,6 @@ def test_corpus_to_logical_matches_deltalake(staged_path):
     schema = parse_schema_string(metadata["schemaString"])
     mode = column_mapping_mode(metadata["configuration"])
     parts = metadata["partitionColumns"]
-    if contains_type(schema, {"variant"}):
-        with pytest.raises(SchemaError, match="'variant' is not supported"):
-            to_logical(pq.read_table(table.file_uris()[0]), schema, mode=mode, exclude=parts)
-        return
     pieces = [to_logical(pq.read_table(f), schema, mode=mode, exclude=parts) for f in table.file_uris()]
     got = pa.concat_tables(pieces) if pieces else delta_schema_to_arrow(schema, exclude=parts).empty_table()
     assert got.schema == delta_schema_to_arrow(schema, exclude=parts)

@@ -244,33 +244,10 @@ def test_log_retention_shorter_than_file_retention_is_refused(tmp_path: Path) ->
 # -- the trap: log paths that do not match the files -----------------------------------------------------------------
 
 
-def _strip_variant(path: Path) -> None:
-    """The trap table without its variant columns (deltalite does not read variant): same adds, plain protocol."""
-    log = path / "_delta_log" / "00000000000000000000.json"
-    actions = [json.loads(line) for line in log.read_text().splitlines()]
-    for a in actions:
-        if "protocol" in a:
-            a["protocol"] = {"minReaderVersion": 1, "minWriterVersion": 2}
-        if "metaData" in a:
-            a["metaData"]["schemaString"] = json.dumps(
-                {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
-            )
-    log.write_text("".join(json.dumps(a) + "\n" for a in actions))
-
-
-def test_trap_table_is_refused_by_the_protocol_check_as_it_is(tmp_path: Path) -> None:
-    path = copy_table(TRAP, tmp_path / "t")
-    state = tree_state(path)
-    with pytest.raises(ProtocolNotSupported, match="variantType"):
-        vacuum(DeltaTable(str(path)), **RETAIN_NOTHING)
-    assert tree_state(path) == state
-
-
 def test_trap_table_live_files_missing_from_storage_refuses_and_deletes_nothing(tmp_path: Path) -> None:
     """Its log says `test%25file%25prefix-part-…` (decoded once: `test%file%prefix-part-…`); storage has `part-…`.
     Every file on storage looks unreferenced; deleting them would delete the table's data."""
     path = copy_table(TRAP, tmp_path / "t")
-    _strip_variant(path)
     _age(path)
     state = tree_state(path)
     for kwargs in ({"dry_run": True}, {}, {"mode": "full", **RETAIN_NOTHING}):
@@ -288,7 +265,6 @@ def test_trap_table_live_files_missing_from_storage_refuses_and_deletes_nothing(
 
 def test_trap_table_with_its_files_named_as_the_log_says_keeps_every_one(tmp_path: Path) -> None:
     path = copy_table(TRAP, tmp_path / "t")
-    _strip_variant(path)
     for name in _files(path):
         os.rename(path / name, path / f"test%file%prefix-{name}")
     _age(path)

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
+from airflow_provider_deltalite.engine.clustering_domain import is_clustered
 from airflow_provider_deltalite.engine.errors import DeltaLiteError, InvalidArgument
 from airflow_provider_deltalite.engine.expressions import column_path, format_column
 from airflow_provider_deltalite.engine.file_actions import ensure_can_add_files, live_file_actions
@@ -204,6 +205,21 @@ def _cube_of(add: Mapping[str, Any], columns_tag: str, curve: str) -> str | None
     return None
 
 
+def refuse_clustered(snapshot: Snapshot, columns: Sequence[str]) -> None:
+    """Delta refuses ZORDER BY on a liquid-clustered table (DELTA_CLUSTERING_WITH_ZORDER_BY): its layout is the
+    clustering's, which `optimize` maintains.
+
+    Raises:
+        InvalidArgument: the table has the ``clustering`` feature.
+    """
+    if is_clustered(snapshot.protocol):
+        raise InvalidArgument(
+            f"zorder cannot reorder a liquid-clustered table (zorder by {', '.join(columns)}): run optimize, "
+            "which clusters such tables on their clustering columns",
+            snapshot.table_uri,
+        )
+
+
 def zorder(
     table: Table,
     columns: Sequence[str] | ZOrderOptions,
@@ -232,7 +248,8 @@ def zorder(
         OptimizeStats with ``z_order_stats``; ``committed_version`` None when every partition was already clustered.
 
     Raises:
-        InvalidArgument: a column or the curve is invalid (see `validate_columns`).
+        InvalidArgument: a column or the curve is invalid (see `validate_columns`), or the table is liquid-clustered
+            (`optimize` clusters it).
         InvalidExpression: ``where`` is invalid or references a non-partition column.
         ProtocolNotSupported: the table has a feature deltalite cannot write.
         ConcurrentModification: a concurrent commit removed one of the rewritten files.
@@ -243,6 +260,7 @@ def zorder(
         opts = ZOrderOptions.build({"columns": columns, **fields}, table.uri)
     start_ms = int(time.time() * 1000)
     snapshot = table.snapshot()
+    refuse_clustered(snapshot, opts.columns)
     ensure_can_add_files(snapshot)
     plan = plan_zorder(snapshot, opts.columns, curve=opts.curve, where=opts.where, target_size=opts.target_size)
     owned = executor is None

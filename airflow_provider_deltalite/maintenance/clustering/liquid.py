@@ -1,0 +1,406 @@
+"""OPTIMIZE on a liquid-clustered table: cluster new data into cubes, merge small cubes, leave sealed cubes alone.
+
+The columns come from the table's clustering domain (`engine.clustering_domain`); the curve is Hilbert over their range
+ids (Z-order for one column), as Delta's ClusteringStrategy. Every file written carries what Delta writes for
+clustered files (``clusteringProvider: "liquid"``, ``ZCUBE_ID`` one new UUID per cube, ``ZCUBE_ZORDER_BY`` the JSON list
+of the logical column names, ``ZCUBE_ZORDER_CURVE``, ``dataChange: false``), so Spark's next OPTIMIZE sees them as
+clustered.
+
+Which files are rewritten (the candidates):
+
+- **other files** (another ``clusteringProvider``, or ``ZCUBE_ZORDER_BY`` naming other columns) are left alone, unless
+  ``full``;
+- **sealed cubes** (all files of one ``ZCUBE_ID`` on the current columns, at least ``min_cube_size`` bytes) are
+  never rewritten;
+- **new data** (files without cube tags) is always clustered, into a new cube of its own;
+- **partial cubes** (below ``min_cube_size``) join it, smallest first, only while each is no larger than what is
+  already being rewritten (the new data plus the cubes taken so far). A run with no new data rewrites nothing, and an
+  append smaller than every partial cube rewrites only itself. Cubes grow like a binary counter: each byte is
+  rewritten about log2(min_cube_size / append size) times before it is sealed, instead of on every run as in Delta
+  (delta#4304: a 1 GB append made OPTIMIZE rewrite a 41 GB table).
+
+With ``full`` every file outside sealed cubes is rewritten, other files included (Delta's ``OPTIMIZE FULL``).
+Candidates are cut, whole cubes at a time, into new cubes of even size, each at least ``1.5 x min_cube_size`` bytes
+unless there is only one (Delta's 150 GiB target cube over its 100 GiB minimum), each
+clustered by `runs.cluster_files` (or the shuffle on Spark) into ``round(bytes / target_size)`` files.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+import zlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from airflow_provider_deltalite.engine.clustering_domain import CLUSTERING_PROVIDER, ClusteringSpec
+from airflow_provider_deltalite.engine.errors import DeltaLiteError, InvalidArgument, InvalidTableProperty
+from airflow_provider_deltalite.engine.file_actions import live_file_actions
+from airflow_provider_deltalite.engine.rewrite import RewriteResult, TableContext, WriterOptions
+from airflow_provider_deltalite.engine.snapshot import Snapshot
+from airflow_provider_deltalite.engine.stats_collect import StatsCollector
+from airflow_provider_deltalite.engine.table import Table
+from airflow_provider_deltalite.engine.transaction import RetryPolicy
+from airflow_provider_deltalite.maintenance.clustering.runs import ClusterTask, cluster_files
+from airflow_provider_deltalite.maintenance.clustering.shuffle import cluster_with_shuffle, wants_shuffle
+from airflow_provider_deltalite.maintenance.executor import Executor, ShuffleExecutor
+from airflow_provider_deltalite.maintenance.optimize_stats import FileSizeMetrics, OptimizeStats
+from airflow_provider_deltalite.maintenance.options import DEFAULT_NUM_RANGES, DEFAULT_RUN_BYTES, OptimizeOptions
+from airflow_provider_deltalite.maintenance.rewrites import (
+    OptimizeProgress,
+    commit_rewrite,
+    left_for_vacuum,
+    resolve_sizes,
+)
+
+TAG_CUBE_ID = "ZCUBE_ID"
+TAG_COLUMNS = "ZCUBE_ZORDER_BY"
+TAG_CURVE = "ZCUBE_ZORDER_CURVE"
+# A cube this many target-size files large is sealed: Delta's 100 GiB minCubeSize at its 1 GiB file size.
+MIN_CUBE_FILES = 100
+_ORDERABLE = ("byte", "short", "integer", "long", "float", "double", "string", "binary", "boolean", "date")
+
+
+@dataclass(frozen=True)
+class Cube:
+    """Live files sharing one ``ZCUBE_ID`` on the current clustering columns."""
+
+    cube_id: str
+    files: tuple[dict[str, Any], ...]
+
+    @property
+    def size(self) -> int:
+        return sum(int(f["size"]) for f in self.files)
+
+
+@dataclass(frozen=True)
+class NewCube:
+    """Files clustered together into one new cube of ``num_files`` files."""
+
+    files: tuple[dict[str, Any], ...]
+    num_files: int
+    cube_files: int  # of those, files that already belonged to a cube on the current columns
+
+    @property
+    def size(self) -> int:
+        return sum(int(f["size"]) for f in self.files)
+
+
+@dataclass(frozen=True)
+class ClusteringPlan:
+    read_version: int
+    columns: tuple[str, ...]
+    curve: str
+    full: bool
+    target_size: int
+    min_cube_size: int
+    total_considered_files: int
+    bins: tuple[NewCube, ...]
+    sealed: tuple[Cube, ...]
+    partial_kept: tuple[Cube, ...]
+    unclustered: int
+    other_files: tuple[dict[str, Any], ...]
+    merged_cubes: int
+
+
+def validate_clustering(snapshot: Snapshot, spec: ClusteringSpec) -> None:
+    """The checks Delta makes before clustering: an unpartitioned table, orderable columns, each with statistics.
+
+    Raises:
+        InvalidArgument: the table is partitioned, or a clustering column's type cannot be ordered.
+        InvalidTableProperty: a clustering column has no statistics (beyond ``delta.dataSkippingNumIndexedCols`` or
+            outside ``delta.dataSkippingStatsColumns``); the message names it.
+    """
+    uri = snapshot.table_uri
+    if snapshot.partition_columns:
+        raise InvalidArgument("a clustered table must not be partitioned, and this one is; nothing was clustered", uri)
+    with_stats = StatsCollector(
+        snapshot.schema,
+        column_mapping_mode=snapshot.column_mapping_mode,
+        partition_columns=snapshot.partition_columns,
+        configuration=snapshot.properties.explicit,
+        table_uri=uri,
+    ).column_paths
+    for column in spec.columns:
+        kind = column.type
+        if not (isinstance(kind, str) and (kind in _ORDERABLE or kind.startswith(("decimal", "timestamp")))):
+            shown = kind if isinstance(kind, str) else kind.get("type")
+            raise InvalidArgument(f"clustering column '{column.name}' has type {shown}, which cannot be ordered", uri)
+        if column.dotted not in with_stats:
+            raise InvalidTableProperty(
+                f"clustering column '{column.name}' has no statistics: it is beyond delta.dataSkippingNumIndexedCols "
+                "or not in delta.dataSkippingStatsColumns, and Delta requires statistics for every clustering column",
+                uri,
+            )
+
+
+def cube_of(add: Mapping[str, Any]) -> tuple[str, list[str] | None] | None:
+    """(``ZCUBE_ID``, the parsed ``ZCUBE_ZORDER_BY``) of a file written by a clustering run; None for other files.
+
+    A ``ZCUBE_ZORDER_BY`` that is not a JSON list of names parses as None (clustered on something else).
+    """
+    tags = add.get("tags") or {}
+    cube_id, columns = tags.get(TAG_CUBE_ID), tags.get(TAG_COLUMNS)
+    if not isinstance(cube_id, str) or not isinstance(columns, str):
+        return None
+    try:
+        parsed = json.loads(columns)
+    except (ValueError, RecursionError):
+        return cube_id, None
+    ok = isinstance(parsed, list) and all(isinstance(c, str) for c in parsed)
+    return cube_id, parsed if ok else None
+
+
+def plan_clustering(
+    snapshot: Snapshot,
+    spec: ClusteringSpec,
+    *,
+    target_size: int | None = None,
+    min_cube_size: int | None = None,
+    full: bool = False,
+) -> ClusteringPlan:
+    """Plan a clustering run without touching data (see the module docstring for the rules)."""
+    validate_clustering(snapshot, spec)
+    target, _, _ = resolve_sizes(snapshot, target_size, None, None, None)
+    min_cube = min_cube_size if min_cube_size is not None else MIN_CUBE_FILES * target
+    names = list(spec.names)
+    actions = sorted(live_file_actions(snapshot), key=lambda a: a["path"])
+    unclustered: list[dict[str, Any]] = []
+    others: list[dict[str, Any]] = []
+    cubes: dict[str, list[dict[str, Any]]] = {}
+    for add in actions:
+        provider = add.get("clusteringProvider")
+        tagged = cube_of(add)
+        if provider not in (None, CLUSTERING_PROVIDER) or (tagged is not None and tagged[1] != names):
+            others.append(add)
+        elif tagged is not None:
+            cubes.setdefault(tagged[0], []).append(add)
+        else:
+            unclustered.append(add)
+    all_cubes = sorted((Cube(k, tuple(v)) for k, v in cubes.items()), key=lambda c: (c.size, c.cube_id))
+    sealed = tuple(c for c in all_cubes if c.size >= min_cube)
+    partial = [c for c in all_cubes if c.size < min_cube]
+    fresh = unclustered + (others if full else [])
+    taken: list[Cube] = []
+    if full:
+        taken = partial
+    else:
+        rewritten = sum(int(f["size"]) for f in fresh)
+        for cube in partial:
+            if cube.size > rewritten:
+                break
+            taken.append(cube)
+            rewritten += cube.size
+    if not fresh and len(taken) <= 1:
+        taken = []  # one cube alone is already clustered (Delta's filterOutSingleZCubes)
+    bins = _pack(fresh, taken, min_cube, target)
+    taken_ids = {c.cube_id for c in taken}
+    return ClusteringPlan(
+        read_version=snapshot.version,
+        columns=spec.names,
+        curve="hilbert" if len(names) > 1 else "zorder",
+        full=full,
+        target_size=target,
+        min_cube_size=min_cube,
+        total_considered_files=len(actions),
+        bins=tuple(bins),
+        sealed=sealed,
+        partial_kept=tuple(c for c in partial if c.cube_id not in taken_ids),
+        unclustered=len(unclustered),
+        other_files=tuple(others),
+        merged_cubes=len(taken),
+    )
+
+
+def _pack(fresh: list[dict[str, Any]], cubes: list[Cube], min_cube: int, target: int) -> list[NewCube]:
+    """The fresh files one by one, then whole cubes, cut in order into ``n = floor(bytes / (1.5 x min_cube))`` new
+    cubes of even size (at least one): every cube but a lone one starts at least 1.5 x ``min_cube`` large, so it
+    comes out sealed even when clustering compresses it better, and none exceeds about 3 x ``min_cube``."""
+    items: list[tuple[tuple[dict[str, Any], ...], bool]] = [((f,), False) for f in fresh]
+    items += [(c.files, True) for c in cubes]
+    total = sum(int(f["size"]) for files, _ in items for f in files)
+    count = max(1, total // (min_cube * 3 // 2))
+    bins: list[NewCube] = []
+    current: list[dict[str, Any]] = []
+    from_cubes = size = done = 0
+    for files, is_cube in items:
+        current.extend(files)
+        item_size = sum(int(f["size"]) for f in files)
+        size += item_size
+        done += item_size
+        from_cubes += len(files) if is_cube else 0
+        if len(bins) < count - 1 and done * count >= total * (len(bins) + 1):
+            bins.append(NewCube(tuple(current), max(1, round(size / target)), from_cubes))
+            current, from_cubes, size = [], 0, 0
+    if current:
+        bins.append(NewCube(tuple(current), max(1, round(size / target)), from_cubes))
+    return bins
+
+
+def refuse_where(where: str | None, table_uri: str | None) -> None:
+    """Delta refuses a partition predicate on a clustered table (DELTA_CLUSTERING_WITH_PARTITION_PREDICATE).
+
+    Raises:
+        InvalidArgument: ``where`` was given.
+    """
+    if where:
+        raise InvalidArgument(
+            "optimize on a clustered table takes no where predicate: it clusters the table's new data and small "
+            f"cubes, as Delta does (remove where={where!r})",
+            table_uri,
+        )
+
+
+def cluster_table(
+    table: Table,
+    snapshot: Snapshot,
+    spec: ClusteringSpec,
+    opts: OptimizeOptions,
+    executor: Executor,
+    *,
+    writer_options: WriterOptions | None = None,
+    retry: RetryPolicy | None = None,
+    progress: Callable[[OptimizeProgress], None] | None = None,
+) -> OptimizeStats:
+    """OPTIMIZE on a clustered table (`optimize` calls this; see the module docstring).
+
+    Raises:
+        InvalidArgument: ``where`` was given (Delta refuses partition predicates on clustered tables), the table is
+            partitioned, or a column cannot be ordered.
+        InvalidTableProperty: a clustering column has no statistics.
+        ConcurrentModification: a concurrent commit removed one of the rewritten files.
+    """
+    refuse_where(opts.where, snapshot.table_uri)
+    start_ms = int(time.time() * 1000)
+    plan = plan_clustering(
+        snapshot, spec, target_size=opts.target_size, min_cube_size=opts.min_cube_size, full=opts.full
+    )
+    if opts.dry_run or not plan.bins:
+        return _stats(plan, executor, start_ms, [], None, dry_run=opts.dry_run)
+    ctx = TableContext.from_snapshot(snapshot)
+    writer = writer_options or WriterOptions()
+    deletion_timestamp = int(time.time() * 1000)
+    columns_tag = json.dumps(list(plan.columns), separators=(",", ":"))
+    tasks = [
+        ClusterTask(
+            table=ctx,
+            task_id=i,
+            files=b.files,
+            columns=plan.columns,
+            curve=plan.curve,
+            num_ranges=DEFAULT_NUM_RANGES,
+            num_files=b.num_files,
+            noise=True,
+            seed=zlib.crc32("\n".join(f["path"] for f in b.files).encode()),
+            deletion_timestamp=deletion_timestamp,
+            writer=writer,
+            tags={TAG_CUBE_ID: str(uuid.uuid4()), TAG_COLUMNS: columns_tag, TAG_CURVE: plan.curve},
+            run_bytes=DEFAULT_RUN_BYTES,
+        )
+        for i, b in enumerate(plan.bins)
+    ]
+    results: list[RewriteResult] = []
+    total = sum(b.size for b in plan.bins)
+    try:
+        if wants_shuffle(tasks, executor):
+            results = cluster_with_shuffle(tasks, cast(ShuffleExecutor, executor))
+            if progress is not None:
+                progress(OptimizeProgress(len(tasks), len(tasks), total, total))
+        else:
+            for result in executor.map(cluster_files, tasks):
+                results.append(result)
+                if progress is not None:
+                    done = sum(r.bytes_read for r in results)
+                    progress(OptimizeProgress(len(results), len(tasks), done, total))
+    except DeltaLiteError as exc:
+        raise left_for_vacuum(exc, results, "nothing was committed") from None
+    for result in results:
+        for add in result.adds:
+            add["clusteringProvider"] = CLUSTERING_PROVIDER  # what makes Delta's next OPTIMIZE see them as clustered
+    parameters = {
+        "predicate": [],
+        "zOrderBy": [],
+        "clusterBy": list(plan.columns),
+        "auto": False,
+        "isFull": plan.full,
+    }
+    version = commit_rewrite(table, snapshot, parameters, results, retry)
+    return _stats(plan, executor, start_ms, results, version)
+
+
+def _size_metrics(files: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    return {"num": len(files), "size": sum(int(f["size"]) for f in files)}
+
+
+def _stats(
+    plan: ClusteringPlan,
+    executor: Executor,
+    start_ms: int,
+    results: list[RewriteResult],
+    version: int | None,
+    *,
+    dry_run: bool = False,
+) -> OptimizeStats:
+    rewritten = [f for b in plan.bins for f in b.files]
+    names = list(plan.columns)
+    from_cubes = [f for f in rewritten if (c := cube_of(f)) is not None and c[1] == names]
+    in_cubes = {f["path"] for f in from_cubes}
+    removed = (
+        [int(x["size"]) for r in results for x in r.removes] if not dry_run else [int(f["size"]) for f in rewritten]
+    )
+    added = [int(a["size"]) for r in results for a in r.adds]
+    left = [f for c in (*plan.sealed, *plan.partial_kept) for f in c.files]
+    if not plan.full:
+        left += list(plan.other_files)
+    clustering_stats = {
+        "clusteringColumns": names,
+        "curve": plan.curve,
+        "isFull": plan.full,
+        "minCubeSize": plan.min_cube_size,
+        "inputZCubeFiles": _size_metrics(from_cubes),
+        "inputOtherFiles": _size_metrics([f for f in rewritten if f["path"] not in in_cubes]),
+        "inputNumZCubes": plan.merged_cubes,
+        "mergedFiles": _size_metrics(rewritten),
+        "numOutputZCubes": len(plan.bins),
+        "numSealedZCubes": len(plan.sealed),
+        "numPartialZCubesKept": len(plan.partial_kept),
+        "skippedFiles": _size_metrics(left),
+        "skippedOtherFiles": _size_metrics([] if plan.full else list(plan.other_files)),
+    }
+    dvs = [f["deletionVector"] for f in rewritten if f.get("deletionVector")]
+    return OptimizeStats(
+        num_files_added=len(added),
+        num_files_removed=len(removed),
+        files_added=FileSizeMetrics.of(added),
+        files_removed=FileSizeMetrics.of(removed),
+        partitions_optimized=1 if plan.bins else 0,
+        num_bins=len(plan.bins),
+        num_batches=1,
+        total_considered_files=plan.total_considered_files,
+        total_files_skipped=plan.total_considered_files - len(removed),
+        num_deletion_vectors_removed=len(dvs),
+        num_deletion_vector_rows_removed=sum(int(d.get("cardinality") or 0) for d in dvs),
+        z_order_stats=None,
+        start_time_ms=start_ms,
+        end_time_ms=int(time.time() * 1000),
+        read_version=plan.read_version,
+        committed_version=version,
+        committed_versions=(version,) if version is not None else (),
+        executor=executor.name,
+        total_cluster_parallelism=executor.parallelism,
+        dry_run=dry_run,
+        plan=[
+            {
+                "files": [f["path"] for f in b.files],
+                "numFiles": len(b.files),
+                "size": b.size,
+                "outputFiles": b.num_files,
+            }
+            for b in plan.bins
+        ]
+        if dry_run
+        else None,
+        clustering_stats=clustering_stats,
+    )
