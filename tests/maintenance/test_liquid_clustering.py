@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_provider_deltalite import DeltaTable
-from airflow_provider_deltalite.engine import InvalidArgument, ProtocolNotSupported
+from airflow_provider_deltalite.engine import InvalidArgument
 from airflow_provider_deltalite.engine.clustering_domain import clustering_spec
 from airflow_provider_deltalite.engine.errors import CorruptLog, InvalidTableProperty
 from airflow_provider_deltalite.maintenance.clustering.zorder import zorder
@@ -347,17 +347,23 @@ def test_a_clustering_column_without_statistics_is_named(tmp_path: Path) -> None
     assert tree_state(path) == before
 
 
-def test_the_corpus_liquid_table_is_refused_for_its_row_tracking_until_row_ids_are_preserved(tmp_path: Path) -> None:
+def test_the_corpus_liquid_table_clusters_and_keeps_its_row_ids(tmp_path: Path) -> None:
     # delta-rs's table_with_liquid_clustering: Databricks' preview (feature `liquid`, domain `delta.liquid` with
     # {"physicalName": [...]} entries), row tracking and deletion vectors enabled
+    from tests.row_tracking_oracle import row_identities
+
     path = copy_table(CORPUS / "delta-rs" / "table_with_liquid_clustering", tmp_path / "t")
     spec = clustering_spec(DeltaTable(str(path)).snapshot())
     assert spec is not None and (spec.domain, spec.names) == ("delta.liquid", ("id",))
-    before = tree_state(path)
-    with pytest.raises(ProtocolNotSupported) as err:
-        optimize(DeltaTable(str(path)))
-    assert err.value.features == ("rowTracking",)
-    assert tree_state(path) == before
+    before = row_identities(path)
+    result = optimize(DeltaTable(str(path)))
+    assert (result.committed_version, result.num_files_removed, result.num_files_added) == (1, 10, 1)
+    lines = [json.loads(line) for line in (path / "_delta_log" / f"{1:020d}.json").read_text().splitlines()]
+    assert lines[0]["commitInfo"]["tags"] == {"delta.rowTracking.preserved": "true"}
+    (add,) = [line["add"] for line in lines if "add" in line]
+    assert (add["clusteringProvider"], add["tags"]["ZCUBE_ZORDER_BY"]) == ("liquid", '["id"]')
+    assert (add["baseRowId"], add["defaultRowCommitVersion"]) == (10, 1)
+    assert row_identities(path) == before == [(i, 0, json.dumps({"id": i}, sort_keys=True)) for i in range(10)]
 
 
 def test_the_options_carry_full_and_min_cube_size() -> None:
