@@ -110,6 +110,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     from tests.oracles import NO_ORACLE
 
     if NO_ORACLE:
-        terminalreporter.write_sep("-", f"comparisons no oracle could make: {sum(NO_ORACLE.values())}")
-        for test, count in sorted(NO_ORACLE.items()):
-            terminalreporter.write_line(f"{count:4d} {test}")
+        total = sum(len(reasons) for reasons in NO_ORACLE.values())
+        terminalreporter.write_sep("-", f"comparisons no oracle could make: {total}")
+        for test, reasons in sorted(NO_ORACLE.items()):
+            terminalreporter.write_line(f"{len(reasons):4d} {test}: {'; '.join(sorted(set(reasons)))}")
