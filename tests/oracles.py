@@ -230,7 +230,7 @@ def assert_rows_agree(
         assert row_multiset(table, columns) == expected, f"{oracle} reads other rows"
     if not rows:
         record_no_oracle("; ".join(f"{o}: {why}" for o, why in cannot.items()))
-    return sorted(rows)
+    return list(rows)
 
 
 def spark_test_suite_copy(name: str, dest: Path) -> Path:
