@@ -247,6 +247,17 @@ def spark_test_suite_copy(name: str, dest: Path) -> Path:
     return path
 
 
+def agreed_rows(path: str | Path, version: int | None = None) -> collections.Counter:
+    """The rows (a `row_multiset`) every oracle that can read the table reads alike; one of them at least must."""
+    rows, cannot = oracle_rows(path, version=version)
+    assert rows, f"no oracle reads {path}: {cannot}"
+    columns = next(iter(rows.values())).column_names
+    found = {oracle: row_multiset(table, columns) for oracle, table in rows.items()}
+    first = next(iter(found.values()))
+    assert all(multiset == first for multiset in found.values()), f"{' and '.join(found)} read other rows"
+    return first
+
+
 def record_no_oracle(why: str) -> None:
     """Count one comparison no oracle could make, under the running test."""
     running = os.environ.get("PYTEST_CURRENT_TEST")  # "<node id> (call)"

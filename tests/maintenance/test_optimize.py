@@ -26,13 +26,12 @@ from airflow_provider_deltalite.engine.scan import scan
 from airflow_provider_deltalite.maintenance.optimize import optimize, plan_optimize
 from tests.conformance.corpus import read_expected, row_multiset
 from tests.helpers import CORPUS, copy_table, tree_state
-from tests.oracles import KERNEL, assert_rows_agree
+from tests.oracles import KERNEL, agreed_rows, assert_rows_agree
 
 
 def _rows(path: Path | str) -> collections.Counter:
-    """delta-rs' view of the rows, as a multiset."""
-    table = pa.table(deltalake.DeltaTable(str(path)).to_pyarrow_table())
-    return row_multiset(table, table.column_names)
+    """The rows delta-rs and delta-kernel-rs read alike (each where it can read the table), as a multiset."""
+    return agreed_rows(path)
 
 
 def _our_rows(path: Path | str) -> collections.Counter:
