@@ -297,30 +297,32 @@ def _log_view(path: Path, version: int | None) -> Iterator[Path]:
 
 
 def _protocol_and_schema(path: Path, version: int | None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The protocol and schema at ``version``: from the newest commits, else the newest checkpoint up to it."""
+    """The protocol and schema at ``version``: the newest of the commits after the newest parquet checkpoint up to
+    it, then that checkpoint, then older commits (a log without a usable checkpoint)."""
     log = path / "_delta_log"
     names = sorted(os.listdir(log), reverse=True)
+    commits = [n for n in names if _COMMIT.match(n) and (version is None or int(n[:20]) <= version)]
+    checkpoints = [n for n in names if ".checkpoint" in n and n.endswith(".parquet")]
+    checkpoints = [n for n in checkpoints if version is None or int(n[:20]) <= version]
+    newest = checkpoints[0][:20] if checkpoints else ""
     found: dict[str, Any] = {}
-    for name in names:
-        m = _COMMIT.match(name)
-        if not m or (version is not None and int(m.group(1)) > version):
-            continue
-        for line in (log / name).read_text().splitlines():
-            action = json.loads(line) if line.strip() else {}
-            for key in ("protocol", "metaData"):
-                if key in action and key not in found:
-                    found[key] = action[key]
-        if len(found) == 2:
-            break
-    if len(found) < 2:
-        checkpoints = [n for n in names if ".checkpoint" in n and n.endswith(".parquet")]
-        checkpoints = [n for n in checkpoints if version is None or int(n[:20]) <= version]
-        newest = [n for n in checkpoints if checkpoints and n[:20] == checkpoints[0][:20]]
-        for name in newest:
-            for row in pq.read_table(log / name, columns=["protocol", "metaData"]).to_pylist():
-                for key in ("protocol", "metaData"):
-                    if row.get(key) and key not in found:
-                        found[key] = row[key]
+
+    def take(action: dict[str, Any]) -> None:
+        for key in ("protocol", "metaData"):
+            if action.get(key) and key not in found:
+                found[key] = action[key]
+
+    def from_commits(selected: list[str]) -> None:
+        for name in selected:
+            for line in (log / name).read_text().splitlines():
+                take(json.loads(line) if line.strip() else {})
+
+    from_commits([n for n in commits if n[:20] > newest])
+    for name in (n for n in checkpoints if n[:20] == newest):
+        present = [c for c in ("protocol", "metaData") if c in pq.read_schema(log / name).names]  # multi-part
+        for row in pq.read_table(log / name, columns=present).to_pylist():
+            take(row)
+    from_commits([n for n in commits if n[:20] <= newest])
     protocol, metadata = found.get("protocol") or {}, found.get("metaData") or {}
     return protocol, json.loads(metadata.get("schemaString") or "{}")
 
