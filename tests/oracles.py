@@ -229,7 +229,7 @@ def assert_rows_agree(
         assert table.num_rows == sum(expected.values()), f"{oracle}: {table.num_rows} rows"
         assert row_multiset(table, columns) == expected, f"{oracle} reads other rows"
     if not rows:
-        record_no_oracle("; ".join(f"{o}: {why}" for o, why in cannot.items()))
+        record_no_oracle(cannot)
     return list(rows)
 
 
@@ -258,8 +258,10 @@ def agreed_rows(path: str | Path, version: int | None = None) -> collections.Cou
     return first
 
 
-def record_no_oracle(why: str) -> None:
-    """Count one comparison no oracle could make, under the running test."""
+def record_no_oracle(why: str | dict[str, str]) -> None:
+    """Count one comparison no oracle could make, under the running test; ``why``: a line, or oracle -> reason."""
+    if isinstance(why, dict):
+        why = "; ".join(f"{oracle}: {reason}" for oracle, reason in why.items())
     running = os.environ.get("PYTEST_CURRENT_TEST")  # "<node id> (call)"
     test = running.rsplit(" ", 1)[0] if running else "outside pytest"
     NO_ORACLE[test].append(why)

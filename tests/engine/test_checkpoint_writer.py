@@ -188,7 +188,7 @@ def test_corpus_table_round_trips_through_our_checkpoint(table: CorpusTable, tmp
         if found:
             assert assert_rows_agree(copy, found[KERNEL], corpus_name=table.name) == [KERNEL]
         else:
-            record_no_oracle("; ".join(cannot.values()))
+            record_no_oracle(cannot)
 
 
 # -- delta-rs reads our checkpoint on a table it wrote ---------------------------------------------------------------
