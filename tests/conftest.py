@@ -103,3 +103,14 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield cluster.master_url
     finally:
         cluster.stop()
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """How many row comparisons neither delta-rs nor delta-kernel-rs could make (tests/oracles.py), per test."""
+    from tests.oracles import NO_ORACLE
+
+    if NO_ORACLE:
+        total = sum(len(reasons) for reasons in NO_ORACLE.values())
+        terminalreporter.write_sep("-", f"comparisons no oracle could make: {total}")
+        for test, reasons in sorted(NO_ORACLE.items()):
+            terminalreporter.write_line(f"{len(reasons):4d} {test}: {'; '.join(sorted(set(reasons)))}")

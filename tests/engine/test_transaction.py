@@ -37,6 +37,7 @@ from airflow_provider_deltalite.engine.file_actions import live_file_actions
 from airflow_provider_deltalite.engine.storage import Storage
 from airflow_provider_deltalite.engine.transaction import RetryPolicy, Transaction
 from tests.helpers import copy_table, tree_state
+from tests.oracles import assert_rows_agree
 
 FAST = RetryPolicy(max_attempts=5, base_delay_s=0.0, max_delay_s=0.0)
 
@@ -86,6 +87,7 @@ def commit_line(table: Path, version: int, action: str) -> dict[str, Any]:
 
 def rows(deltalake: Any, table: Path, version: int | None = None) -> list[tuple[int, str]]:
     data = deltalake.DeltaTable(str(table), version=version).to_pyarrow_table()
+    assert_rows_agree(table, data, version=version)  # delta-kernel-rs reads the same rows
     return sorted(zip(data.column("id").to_pylist(), data.column("part").to_pylist(), strict=True))
 
 

@@ -23,14 +23,14 @@ from airflow_provider_deltalite.engine import (
 )
 from airflow_provider_deltalite.engine.scan import scan
 from airflow_provider_deltalite.maintenance.optimize import optimize, plan_optimize
-from tests.conformance.corpus import DELTA_RS_CANNOT_READ, deltars_error, read_expected, row_multiset
+from tests.conformance.corpus import read_expected, row_multiset
 from tests.helpers import CORPUS, copy_table, tree_state
+from tests.oracles import KERNEL, agreed_rows, assert_rows_agree
 
 
 def _rows(path: Path | str) -> collections.Counter:
-    """delta-rs' view of the rows, as a multiset."""
-    table = pa.table(deltalake.DeltaTable(str(path)).to_pyarrow_table())
-    return row_multiset(table, table.column_names)
+    """The rows delta-rs and delta-kernel-rs read alike (each where it can read the table), as a multiset."""
+    return agreed_rows(path)
 
 
 def _our_rows(path: Path | str) -> collections.Counter:
@@ -315,11 +315,8 @@ def test_corpus_table_rows_survive_optimize(name: str, removed: int, added: int,
     columns = snapshot.arrow_schema.names
     expected = _expected(name)
     assert _our_rows(path) == expected  # the oracle holds before we touch anything
-    deltars_before: collections.Counter | None = None
-    if name in DELTA_RS_CANNOT_READ:  # deletion vectors, column mapping, v2Checkpoint: the expected data only
-        assert deltars_error(lambda: _rows(path)) == DELTA_RS_CANNOT_READ[name][0]
-    else:
-        deltars_before = _rows(path)
+    # delta-rs and delta-kernel-rs, each where it can read the table (tests/oracles.py), read the same rows
+    assert_rows_agree(path, expected, columns=columns, corpus_name=name)
     stats = optimize(DeltaTable(str(path)))
     assert (stats.num_files_removed, stats.num_files_added) == (removed, added)
     assert stats.committed_version == (snapshot.version + 1 if removed else None)
@@ -330,8 +327,7 @@ def test_corpus_table_rows_survive_optimize(name: str, removed: int, added: int,
     if removed:
         actions = _commit(path, stats.committed_version)
         assert all(a[k]["dataChange"] is False for a in actions for k in ("add", "remove") if k in a)
-    if deltars_before is not None:
-        assert _rows(path) == deltars_before
+    assert_rows_agree(path, expected, columns=columns, corpus_name=None if removed else name)
 
 
 def _spec_named_dv_copy(name: str, dest: Path) -> Path:
@@ -353,6 +349,7 @@ def test_deletion_vectors_are_purged(name: str, tmp_path: Path) -> None:
     live_rows = sum(files.column("numRecords").to_pylist()) - sum(d["cardinality"] for d in dvs)
     before = _our_rows(path)
     assert sum(before.values()) == live_rows
+    assert assert_rows_agree(path, before, columns=snapshot.arrow_schema.names) == [KERNEL]
 
     stats = optimize(DeltaTable(str(path)))
     assert stats.num_deletion_vectors_removed == len(dvs)
@@ -361,6 +358,8 @@ def test_deletion_vectors_are_purged(name: str, tmp_path: Path) -> None:
     assert after.files.column("deletionVector").null_count == after.num_files  # no DV left
     assert sum(after.files.column("numRecords").to_pylist()) == live_rows
     assert _our_rows(path) == before
+    # the protocol keeps the deletionVectors feature, which delta-rs refuses even with no DV left
+    assert assert_rows_agree(path, before, columns=snapshot.arrow_schema.names) == [KERNEL]
     removes = [a["remove"] for a in _commit(path, stats.committed_version) if "remove" in a]
     assert sorted(
         json.dumps(r.get("deletionVector"), sort_keys=True) for r in removes if r.get("deletionVector")

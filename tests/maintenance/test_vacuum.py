@@ -36,6 +36,7 @@ from airflow_provider_deltalite.maintenance.vacuum.lite import LAST_VACUUM_INFO_
 from airflow_provider_deltalite.maintenance.vacuum.paths import HiddenRule, normal_relative
 from tests.conformance.corpus import row_multiset
 from tests.helpers import CORPUS, copy_table, tree_state
+from tests.oracles import assert_rows_agree
 
 WEEK_MS = 7 * 24 * 3_600_000
 OLD_NS = (time.time_ns() - 30 * 24 * 3_600_000 * 1_000_000,) * 2
@@ -62,6 +63,7 @@ def _rows(path: Path) -> collections.Counter:
     """delta-rs' rows of the latest version (its query engine, which applies deletion vectors)."""
     table = deltalake.QueryBuilder().register("t", deltalake.DeltaTable(str(path))).execute("select * from t")
     table = pa.table(table.read_all())
+    assert_rows_agree(path, table)  # and delta-kernel-rs, and delta-rs's plain reader where it reads the table
     return row_multiset(table, table.column_names)
 
 

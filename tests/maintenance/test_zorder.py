@@ -20,13 +20,14 @@ from airflow_provider_deltalite.executors import LocalExecutor
 from airflow_provider_deltalite.maintenance.clustering.zorder import zorder
 from tests.conformance.corpus import row_multiset
 from tests.helpers import copy_table, tree_state
+from tests.oracles import agreed_rows
 
 FLOW_COLUMNS = ["sourceIP", "destIP", "sourcePort", "destPort"]
 
 
 def _rows(path: Path) -> collections.Counter:
-    table = pa.table(deltalake.DeltaTable(str(path)).to_pyarrow_table())
-    return row_multiset(table, table.column_names)
+    """The rows delta-rs and delta-kernel-rs read alike (each where it can read the table), as a multiset."""
+    return agreed_rows(path)
 
 
 def _commit(path: Path, version: int) -> list[dict[str, Any]]:
