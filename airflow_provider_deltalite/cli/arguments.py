@@ -96,7 +96,7 @@ def add_optimize_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--full",
         action="store_true",
-        help="clustered table: also recluster files clustered on other columns and every small cube (OPTIMIZE FULL)",
+        help="clustered table: recluster every file, sealed cubes and other columns' files included (OPTIMIZE FULL)",
     )
     parser.add_argument(
         "--min-cube-size",

@@ -274,8 +274,8 @@ class OptimizeOptions(MaintenanceOptions):
         max_deleted_rows_ratio: files whose deletion vector removes more than this share of rows are rewritten (0.05).
         batch_size: input bytes per commit; unset means one commit.
         dry_run: plan only; nothing is written.
-        full: on a clustered table, recluster every file not in a sealed cube on the current clustering columns,
-            files clustered on other columns or by another provider included (Delta's ``OPTIMIZE FULL``).
+        full: on a clustered table, recluster every file, sealed cubes and files clustered on other columns or by
+            another provider included (Delta's ``OPTIMIZE FULL``).
         min_cube_size: on a clustered table, a cube (the files one clustering run wrote) of at least this many bytes
             is sealed and never rewritten again (default 100 x the target file size: Delta's 100 GiB at 1 GiB).
     """

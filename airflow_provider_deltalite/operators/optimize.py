@@ -30,9 +30,9 @@ class OptimizeOperator(DeltaLiteSparkJobOperator):
         batch_size: input bytes per commit; unset means one commit (templated).
         max_deleted_rows_ratio: files whose deletion vector removes more than this share of rows are rewritten too
             (default 0.05) (templated).
-        full: on a clustered table, also recluster files clustered on other columns or by another provider, and
-            every cube below min_cube_size (Delta's OPTIMIZE FULL) (templated).
-        min_cube_size: on a clustered table, cubes of at least this many bytes are sealed and never rewritten
+        full: on a clustered table, recluster every file: sealed cubes, and files clustered on other columns or by
+            another provider, included (Delta's OPTIMIZE FULL) (templated).
+        min_cube_size: on a clustered table, cubes of at least this many bytes are sealed and not rewritten without full
             (default 100 x the target file size) (templated).
         min_small_files: do nothing (and start no JVM) unless the plan compacts at least this many files; the
             returned stats are then the plan's (``dryRun: true``) with ``skippedReason`` saying why (templated).

@@ -247,16 +247,24 @@ def test_small_cubes_merge_once_the_new_data_reaches_their_size(tmp_path: Path) 
     assert sum(json.loads(a["stats"])["numRecords"] for a in _adds(path, 13)) == 1100
 
 
-def test_sealed_cubes_stay_even_with_full(tmp_path: Path) -> None:
+def test_sealed_cubes_stay_but_full_reclusters_them(tmp_path: Path) -> None:
     path = lt.clustered_points(tmp_path / "t", files=4)
     size = _size(path)
     optimize(DeltaTable(str(path)), target_size=size // 2, min_cube_size=size // 2)  # v5: sealed
     sealed = {a["path"] for a in _adds(path, 5)}
     lt.append(path, lt.points(9, 3000))
-    stats = optimize(DeltaTable(str(path)), target_size=size // 2, min_cube_size=size // 2, full=True)
+    before = _kernel_rows(path)
+    stats = optimize(DeltaTable(str(path)), target_size=size // 2, min_cube_size=size // 2)
     assert stats.clustering_stats is not None and stats.clustering_stats["numSealedZCubes"] == 1
     assert {r["path"] for r in _removes(path, 7)} == {_adds(path, 6)[0]["path"]}
     assert sealed <= set(DeltaTable(str(path)).snapshot().files.column("path").to_pylist())
+    # FULL reclusters every record (Delta's OPTIMIZE FULL), the sealed cube included
+    live = set(DeltaTable(str(path)).snapshot().files.column("path").to_pylist())
+    full = optimize(DeltaTable(str(path)), target_size=size // 2, min_cube_size=size // 2, full=True)
+    assert full.committed_version == 8
+    assert full.clustering_stats is not None and full.clustering_stats["numSealedZCubes"] == 0
+    assert {r["path"] for r in _removes(path, 8)} == live
+    assert _kernel_rows(path) == before
 
 
 # -- candidates ----------------------------------------------------------------------------------------------------

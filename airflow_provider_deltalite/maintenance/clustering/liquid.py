@@ -11,7 +11,7 @@ Which files are rewritten (the candidates):
 - **other files** (another ``clusteringProvider``, or ``ZCUBE_ZORDER_BY`` naming other columns) are left alone, unless
   ``full``;
 - **sealed cubes** (all files of one ``ZCUBE_ID`` on the current columns, at least ``min_cube_size`` bytes) are
-  never rewritten;
+  not rewritten, unless ``full``;
 - **new data** (files without cube tags) is always clustered, into a new cube of its own;
 - **partial cubes** (below ``min_cube_size``) join it, smallest first, only while each is no larger than what is
   already being rewritten (the new data plus the cubes taken so far). A run with no new data rewrites nothing, and an
@@ -19,7 +19,8 @@ Which files are rewritten (the candidates):
   rewritten about log2(min_cube_size / append size) times before it is sealed, instead of on every run as in Delta
   (delta#4304: a 1 GB append made OPTIMIZE rewrite a 41 GB table).
 
-With ``full`` every file outside sealed cubes is rewritten, other files included (Delta's ``OPTIMIZE FULL``).
+With ``full`` every live file is reclustered, other files and sealed cubes included: Delta's ``OPTIMIZE FULL``, which
+its documentation describes as reclustering all records (after changing the clustering columns, say).
 Candidates are cut, whole cubes at a time, into new cubes of even size, each at least ``1.5 x min_cube_size`` bytes
 unless there is only one (Delta's 150 GiB target cube over its 100 GiB minimum), each
 clustered by `runs.cluster_files` (or the shuffle on Spark) into ``round(bytes / target_size)`` files.
@@ -180,8 +181,9 @@ def plan_clustering(
         else:
             unclustered.append(add)
     all_cubes = sorted((Cube(k, tuple(v)) for k, v in cubes.items()), key=lambda c: (c.size, c.cube_id))
-    sealed = tuple(c for c in all_cubes if c.size >= min_cube)
-    partial = [c for c in all_cubes if c.size < min_cube]
+    # FULL reclusters every record, so nothing counts as sealed
+    sealed = () if full else tuple(c for c in all_cubes if c.size >= min_cube)
+    partial = all_cubes if full else [c for c in all_cubes if c.size < min_cube]
     fresh = unclustered + (others if full else [])
     taken: list[Cube] = []
     if full:
@@ -193,8 +195,8 @@ def plan_clustering(
                 break
             taken.append(cube)
             rewritten += cube.size
-    if not fresh and len(taken) <= 1:
-        taken = []  # one cube alone is already clustered (Delta's filterOutSingleZCubes)
+    if not fresh and (not taken or (len(taken) == 1 and not full)):
+        taken = []  # one cube alone is already clustered (Delta's filterOutSingleZCubes); FULL asks to redo it
     bins = _pack(fresh, taken, min_cube, target)
     taken_ids = {c.cube_id for c in taken}
     return ClusteringPlan(
