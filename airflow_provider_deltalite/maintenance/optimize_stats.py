@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -82,3 +83,68 @@ class OptimizeStats:
     def to_dict(self) -> dict[str, Any]:
         """The stats as a JSON-ready dict with camelCase keys (``numFilesAdded``, ``filesAdded.totalSize``...)."""
         return stats_to_dict(self)
+
+
+def size_metrics(files: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """``{"num", "size"}`` of some add actions, the shape of the reference's ZOrderFileStats."""
+    return {"num": len(files), "size": sum(int(f["size"]) for f in files)}
+
+
+def clustering_run_stats(
+    bins: Sequence[Any],
+    results: Sequence[Any],
+    *,
+    executor: Any,
+    start_ms: int,
+    read_version: int,
+    version: int | None,
+    total_considered_files: int,
+    partitions_optimized: int,
+    dry_run: bool,
+    z_order_stats: dict[str, Any] | None = None,
+    clustering_stats: dict[str, Any] | None = None,
+) -> OptimizeStats:
+    """The OptimizeStats of a clustering run (Z-order or liquid): ``bins`` have ``files``, ``size``, ``num_files``
+    (and ``partition_values`` for Z-order), ``results`` are the tasks' RewriteResults; a dry run counts the plan."""
+    rewritten = [f for b in bins for f in b.files]
+    removed = (
+        [int(x["size"]) for r in results for x in r.removes] if not dry_run else [int(f["size"]) for f in rewritten]
+    )
+    added = [int(a["size"]) for r in results for a in r.adds]
+    dvs = [f["deletionVector"] for f in rewritten if f.get("deletionVector")]
+    plan = None
+    if dry_run:
+        plan = [
+            {
+                **({"partitionValues": dict(b.partition_values)} if hasattr(b, "partition_values") else {}),
+                "files": [f["path"] for f in b.files],
+                "numFiles": len(b.files),
+                "size": b.size,
+                "outputFiles": b.num_files,
+            }
+            for b in bins
+        ]
+    return OptimizeStats(
+        num_files_added=len(added),
+        num_files_removed=len(removed),
+        files_added=FileSizeMetrics.of(added),
+        files_removed=FileSizeMetrics.of(removed),
+        partitions_optimized=partitions_optimized,
+        num_bins=len(bins),
+        num_batches=1,
+        total_considered_files=total_considered_files,
+        total_files_skipped=total_considered_files - len(removed),
+        num_deletion_vectors_removed=len(dvs),
+        num_deletion_vector_rows_removed=sum(int(d.get("cardinality") or 0) for d in dvs),
+        z_order_stats=z_order_stats,
+        start_time_ms=start_ms,
+        end_time_ms=int(time.time() * 1000),
+        read_version=read_version,
+        committed_version=version,
+        committed_versions=(version,) if version is not None else (),
+        executor=executor.name,
+        total_cluster_parallelism=executor.parallelism,
+        dry_run=dry_run,
+        plan=plan,
+        clustering_stats=clustering_stats,
+    )

@@ -30,35 +30,33 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
-import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from airflow_provider_deltalite.engine.clustering_domain import CLUSTERING_PROVIDER, ClusteringSpec
-from airflow_provider_deltalite.engine.errors import DeltaLiteError, InvalidArgument, InvalidTableProperty
+from airflow_provider_deltalite.engine.errors import InvalidArgument, InvalidTableProperty
 from airflow_provider_deltalite.engine.file_actions import live_file_actions
 from airflow_provider_deltalite.engine.rewrite import RewriteResult, TableContext, WriterOptions
 from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.engine.stats_collect import StatsCollector
 from airflow_provider_deltalite.engine.table import Table
 from airflow_provider_deltalite.engine.transaction import RetryPolicy
-from airflow_provider_deltalite.maintenance.clustering.runs import ClusterTask, cluster_files
-from airflow_provider_deltalite.maintenance.clustering.shuffle import cluster_with_shuffle, wants_shuffle
-from airflow_provider_deltalite.maintenance.executor import Executor, ShuffleExecutor
-from airflow_provider_deltalite.maintenance.optimize_stats import FileSizeMetrics, OptimizeStats
+from airflow_provider_deltalite.maintenance.clustering.runs import (
+    TAG_COLUMNS,
+    TAG_CUBE_ID,
+    cube_tasks,
+)
+from airflow_provider_deltalite.maintenance.clustering.shuffle import cluster_tasks
+from airflow_provider_deltalite.maintenance.executor import Executor
+from airflow_provider_deltalite.maintenance.optimize_stats import OptimizeStats, clustering_run_stats, size_metrics
 from airflow_provider_deltalite.maintenance.options import DEFAULT_NUM_RANGES, DEFAULT_RUN_BYTES, OptimizeOptions
 from airflow_provider_deltalite.maintenance.rewrites import (
     OptimizeProgress,
     commit_rewrite,
-    left_for_vacuum,
     resolve_sizes,
 )
 
-TAG_CUBE_ID = "ZCUBE_ID"
-TAG_COLUMNS = "ZCUBE_ZORDER_BY"
-TAG_CURVE = "ZCUBE_ZORDER_CURVE"
 # A cube this many target-size files large is sealed: Delta's 100 GiB minCubeSize at its 1 GiB file size.
 MIN_CUBE_FILES = 100
 _ORDERABLE = ("byte", "short", "integer", "long", "float", "double", "string", "binary", "boolean", "date")
@@ -284,40 +282,18 @@ def cluster_table(
     ctx = TableContext.from_snapshot(snapshot)
     writer = writer_options or WriterOptions()
     deletion_timestamp = int(time.time() * 1000)
-    columns_tag = json.dumps(list(plan.columns), separators=(",", ":"))
-    tasks = [
-        ClusterTask(
-            table=ctx,
-            task_id=i,
-            files=b.files,
-            columns=plan.columns,
-            curve=plan.curve,
-            num_ranges=DEFAULT_NUM_RANGES,
-            num_files=b.num_files,
-            noise=True,
-            seed=zlib.crc32("\n".join(f["path"] for f in b.files).encode()),
-            deletion_timestamp=deletion_timestamp,
-            writer=writer,
-            tags={TAG_CUBE_ID: str(uuid.uuid4()), TAG_COLUMNS: columns_tag, TAG_CURVE: plan.curve},
-            run_bytes=DEFAULT_RUN_BYTES,
-        )
-        for i, b in enumerate(plan.bins)
-    ]
-    results: list[RewriteResult] = []
-    total = sum(b.size for b in plan.bins)
-    try:
-        if wants_shuffle(tasks, executor):
-            results = cluster_with_shuffle(tasks, cast(ShuffleExecutor, executor))
-            if progress is not None:
-                progress(OptimizeProgress(len(tasks), len(tasks), total, total))
-        else:
-            for result in executor.map(cluster_files, tasks):
-                results.append(result)
-                if progress is not None:
-                    done = sum(r.bytes_read for r in results)
-                    progress(OptimizeProgress(len(results), len(tasks), done, total))
-    except DeltaLiteError as exc:
-        raise left_for_vacuum(exc, results, "nothing was committed") from None
+    tasks = cube_tasks(
+        ctx,
+        plan.bins,
+        columns=plan.columns,
+        curve=plan.curve,
+        num_ranges=DEFAULT_NUM_RANGES,
+        noise=True,
+        run_bytes=DEFAULT_RUN_BYTES,
+        writer=writer,
+        deletion_timestamp=deletion_timestamp,
+    )
+    results = cluster_tasks(tasks, executor, progress)
     for result in results:
         for add in result.adds:
             add["clusteringProvider"] = CLUSTERING_PROVIDER  # what makes Delta's next OPTIMIZE see them as clustered
@@ -330,10 +306,6 @@ def cluster_table(
     }
     version = commit_rewrite(table, snapshot, parameters, results, retry)
     return _stats(plan, executor, start_ms, results, version)
-
-
-def _size_metrics(files: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    return {"num": len(files), "size": sum(int(f["size"]) for f in files)}
 
 
 def _stats(
@@ -349,10 +321,6 @@ def _stats(
     names = list(plan.columns)
     from_cubes = [f for f in rewritten if (c := cube_of(f)) is not None and c[1] == names]
     in_cubes = {f["path"] for f in from_cubes}
-    removed = (
-        [int(x["size"]) for r in results for x in r.removes] if not dry_run else [int(f["size"]) for f in rewritten]
-    )
-    added = [int(a["size"]) for r in results for a in r.adds]
     left = [f for c in (*plan.sealed, *plan.partial_kept) for f in c.files]
     if not plan.full:
         left += list(plan.other_files)
@@ -361,48 +329,25 @@ def _stats(
         "curve": plan.curve,
         "isFull": plan.full,
         "minCubeSize": plan.min_cube_size,
-        "inputZCubeFiles": _size_metrics(from_cubes),
-        "inputOtherFiles": _size_metrics([f for f in rewritten if f["path"] not in in_cubes]),
+        "inputZCubeFiles": size_metrics(from_cubes),
+        "inputOtherFiles": size_metrics([f for f in rewritten if f["path"] not in in_cubes]),
         "inputNumZCubes": plan.merged_cubes,
-        "mergedFiles": _size_metrics(rewritten),
+        "mergedFiles": size_metrics(rewritten),
         "numOutputZCubes": len(plan.bins),
         "numSealedZCubes": len(plan.sealed),
         "numPartialZCubesKept": len(plan.partial_kept),
-        "skippedFiles": _size_metrics(left),
-        "skippedOtherFiles": _size_metrics([] if plan.full else list(plan.other_files)),
+        "skippedFiles": size_metrics(left),
+        "skippedOtherFiles": size_metrics([] if plan.full else list(plan.other_files)),
     }
-    dvs = [f["deletionVector"] for f in rewritten if f.get("deletionVector")]
-    return OptimizeStats(
-        num_files_added=len(added),
-        num_files_removed=len(removed),
-        files_added=FileSizeMetrics.of(added),
-        files_removed=FileSizeMetrics.of(removed),
-        partitions_optimized=1 if plan.bins else 0,
-        num_bins=len(plan.bins),
-        num_batches=1,
-        total_considered_files=plan.total_considered_files,
-        total_files_skipped=plan.total_considered_files - len(removed),
-        num_deletion_vectors_removed=len(dvs),
-        num_deletion_vector_rows_removed=sum(int(d.get("cardinality") or 0) for d in dvs),
-        z_order_stats=None,
-        start_time_ms=start_ms,
-        end_time_ms=int(time.time() * 1000),
+    return clustering_run_stats(
+        plan.bins,
+        results,
+        executor=executor,
+        start_ms=start_ms,
         read_version=plan.read_version,
-        committed_version=version,
-        committed_versions=(version,) if version is not None else (),
-        executor=executor.name,
-        total_cluster_parallelism=executor.parallelism,
+        version=version,
+        total_considered_files=plan.total_considered_files,
+        partitions_optimized=1 if plan.bins else 0,
         dry_run=dry_run,
-        plan=[
-            {
-                "files": [f["path"] for f in b.files],
-                "numFiles": len(b.files),
-                "size": b.size,
-                "outputFiles": b.num_files,
-            }
-            for b in plan.bins
-        ]
-        if dry_run
-        else None,
         clustering_stats=clustering_stats,
     )

@@ -23,6 +23,8 @@ import math
 import os
 import shutil
 import tempfile
+import uuid
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,6 +53,11 @@ from airflow_provider_deltalite.maintenance.clustering.curves import (
     range_ids,
 )
 from airflow_provider_deltalite.maintenance.options import DEFAULT_RUN_BYTES
+
+# The tags Delta gives the files of one clustering run (a "cube"); a later run reads them to skip what is in place.
+TAG_CUBE_ID = "ZCUBE_ID"
+TAG_COLUMNS = "ZCUBE_ZORDER_BY"
+TAG_CURVE = "ZCUBE_ZORDER_CURVE"
 
 DEFAULT_SAMPLE_ROWS = 200_000
 # Parquet data files decode to roughly this many times their size in Arrow memory (a conservative estimate).
@@ -364,3 +371,38 @@ class RunSpill:
             # A sorted run is the largest allocation of the task: have the allocator give it back now rather than keep
             # it cached next to the following run's (mimalloc otherwise holds freed pages for a while).
             pa.default_memory_pool().release_unused()
+
+
+def cube_tasks(
+    ctx: TableContext,
+    bins: Sequence[Any],
+    *,
+    columns: Sequence[str],
+    curve: str,
+    num_ranges: int,
+    noise: bool,
+    run_bytes: int,
+    writer: WriterOptions,
+    deletion_timestamp: int,
+) -> list[ClusterTask]:
+    """One `ClusterTask` per bin (``files``, ``num_files``), each writing a new cube: a fresh ``ZCUBE_ID``, the columns
+    as a JSON list and the curve in its tags; the noise seed comes from the bin's paths, so a retry writes the same."""
+    columns_tag = json.dumps(list(columns), separators=(",", ":"))
+    return [
+        ClusterTask(
+            table=ctx,
+            task_id=i,
+            files=b.files,
+            columns=tuple(columns),
+            curve=curve,
+            num_ranges=num_ranges,
+            num_files=b.num_files,
+            noise=noise,
+            seed=zlib.crc32("\n".join(f["path"] for f in b.files).encode()),
+            deletion_timestamp=deletion_timestamp,
+            writer=writer,
+            tags={TAG_CUBE_ID: str(uuid.uuid4()), TAG_COLUMNS: columns_tag, TAG_CURVE: curve},
+            run_bytes=run_bytes,
+        )
+        for i, b in enumerate(bins)
+    ]

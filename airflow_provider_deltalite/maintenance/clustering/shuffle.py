@@ -19,16 +19,19 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import pyarrow as pa
 
+from airflow_provider_deltalite.engine.errors import DeltaLiteError
 from airflow_provider_deltalite.engine.rewrite import RewriteResult, rewrite_result
 from airflow_provider_deltalite.maintenance.clustering.runs import (
     ClusterTask,
     RunPlan,
     RunSpill,
+    cluster_files,
     merge_samples,
     plan_runs,
     route_file,
@@ -36,7 +39,8 @@ from airflow_provider_deltalite.maintenance.clustering.runs import (
     sample_stride,
     write_runs,
 )
-from airflow_provider_deltalite.maintenance.executor import ShuffleExecutor
+from airflow_provider_deltalite.maintenance.executor import Executor, ShuffleExecutor
+from airflow_provider_deltalite.maintenance.rewrites import OptimizeProgress, left_for_vacuum
 
 GROUP_BYTES = 64 * 1024 * 1024
 # A partition up to this size is clustered by one task (`cluster_files`): the shuffle's serialisation costs more
@@ -69,6 +73,32 @@ def wants_shuffle(tasks: Sequence[ClusterTask], executor: object) -> bool:
     ``SHUFFLE_ABOVE_BYTES``. Both ways write the same files; this only decides which is faster."""
     largest = max((sum(int(f.get("size") or 0) for f in t.files) for t in tasks), default=0)
     return isinstance(executor, ShuffleExecutor) and largest > SHUFFLE_ABOVE_BYTES
+
+
+def cluster_tasks(
+    tasks: Sequence[ClusterTask],
+    executor: Executor,
+    progress: Callable[[OptimizeProgress], None] | None = None,
+) -> list[RewriteResult]:
+    """Run the clustering tasks of one operation (Z-order or liquid clustering) on ``executor``: through the shuffle
+    where `wants_shuffle` says so, else one task per bin; a failure says which new files were left for VACUUM."""
+    results: list[RewriteResult] = []
+    total = sum(int(f.get("size") or 0) for t in tasks for f in t.files)
+    try:
+        if wants_shuffle(tasks, executor):
+            # Spark and large partitions: a partition's files are sampled, routed and written by many tasks
+            results = cluster_with_shuffle(tasks, cast(ShuffleExecutor, executor))
+            if progress is not None:
+                progress(OptimizeProgress(len(tasks), len(tasks), total, total))
+        else:
+            for result in executor.map(cluster_files, tasks):
+                results.append(result)
+                if progress is not None:
+                    done = sum(r.bytes_read for r in results)
+                    progress(OptimizeProgress(len(results), len(tasks), done, total))
+    except DeltaLiteError as exc:
+        raise left_for_vacuum(exc, results, "nothing was committed") from None
+    return results
 
 
 def cluster_with_shuffle(tasks: Sequence[ClusterTask], executor: ShuffleExecutor) -> list[RewriteResult]:

@@ -16,14 +16,12 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
-import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from airflow_provider_deltalite.engine.clustering_domain import is_clustered
-from airflow_provider_deltalite.engine.errors import DeltaLiteError, InvalidArgument
+from airflow_provider_deltalite.engine.errors import InvalidArgument
 from airflow_provider_deltalite.engine.expressions import column_path, format_column
 from airflow_provider_deltalite.engine.file_actions import ensure_can_add_files, live_file_actions
 from airflow_provider_deltalite.engine.rewrite import RewriteResult, TableContext, WriterOptions
@@ -32,23 +30,24 @@ from airflow_provider_deltalite.engine.stats_collect import StatsCollector
 from airflow_provider_deltalite.engine.table import Table
 from airflow_provider_deltalite.engine.transaction import RetryPolicy
 from airflow_provider_deltalite.maintenance.bin_packing import group_by
-from airflow_provider_deltalite.maintenance.clustering.runs import ClusterTask, cluster_files
-from airflow_provider_deltalite.maintenance.clustering.shuffle import cluster_with_shuffle, wants_shuffle
-from airflow_provider_deltalite.maintenance.executor import Executor, LocalExecutor, ShuffleExecutor
-from airflow_provider_deltalite.maintenance.optimize_stats import FileSizeMetrics, OptimizeStats
+from airflow_provider_deltalite.maintenance.clustering.runs import (
+    TAG_COLUMNS,
+    TAG_CUBE_ID,
+    TAG_CURVE,
+    cube_tasks,
+)
+from airflow_provider_deltalite.maintenance.clustering.shuffle import cluster_tasks
+from airflow_provider_deltalite.maintenance.executor import Executor, LocalExecutor
+from airflow_provider_deltalite.maintenance.optimize_stats import OptimizeStats, clustering_run_stats, size_metrics
 from airflow_provider_deltalite.maintenance.options import CURVES, ZOrderOptions
 from airflow_provider_deltalite.maintenance.rewrites import (
     OptimizeProgress,
     commit_rewrite,
     considered_files,
-    left_for_vacuum,
     resolve_sizes,
 )
 
 MAX_COLUMNS = 32
-TAG_CUBE_ID = "ZCUBE_ID"
-TAG_COLUMNS = "ZCUBE_ZORDER_BY"
-TAG_CURVE = "ZCUBE_ZORDER_CURVE"
 _ORDERABLE = ("byte", "short", "integer", "long", "float", "double", "string", "binary", "boolean", "date")
 
 
@@ -271,41 +270,18 @@ def zorder(
         ctx = TableContext.from_snapshot(snapshot)
         writer = writer_options or WriterOptions()
         deletion_timestamp = int(time.time() * 1000)
-        columns_tag = json.dumps(list(plan.columns), separators=(",", ":"))
-        tasks = [
-            ClusterTask(
-                table=ctx,
-                task_id=i,
-                files=b.files,
-                columns=plan.columns,
-                curve=plan.curve,
-                num_ranges=opts.num_ranges,
-                num_files=b.num_files,
-                noise=opts.noise,
-                seed=zlib.crc32("\n".join(f["path"] for f in b.files).encode()),
-                deletion_timestamp=deletion_timestamp,
-                writer=writer,
-                tags={TAG_CUBE_ID: str(uuid.uuid4()), TAG_COLUMNS: columns_tag, TAG_CURVE: plan.curve},
-                run_bytes=opts.run_bytes,
-            )
-            for i, b in enumerate(plan.bins)
-        ]
-        results: list[RewriteResult] = []
-        total = sum(b.size for b in plan.bins)
-        try:
-            if wants_shuffle(tasks, executor):
-                # Spark and large partitions: a partition's files are sampled, routed and written by many tasks
-                results = cluster_with_shuffle(tasks, cast(ShuffleExecutor, executor))
-                if progress is not None:
-                    progress(OptimizeProgress(len(tasks), len(tasks), total, total))
-            else:
-                for result in executor.map(cluster_files, tasks):
-                    results.append(result)
-                    if progress is not None:
-                        done = sum(r.bytes_read for r in results)
-                        progress(OptimizeProgress(len(results), len(tasks), done, total))
-        except DeltaLiteError as exc:
-            raise left_for_vacuum(exc, results, "nothing was committed") from None
+        tasks = cube_tasks(
+            ctx,
+            plan.bins,
+            columns=plan.columns,
+            curve=plan.curve,
+            num_ranges=opts.num_ranges,
+            noise=opts.noise,
+            run_bytes=opts.run_bytes,
+            writer=writer,
+            deletion_timestamp=deletion_timestamp,
+        )
+        results = cluster_tasks(tasks, executor, progress)
         parameters = {
             "predicate": [plan.predicate] if plan.predicate else [],
             "zOrderBy": list(plan.columns),
@@ -317,10 +293,6 @@ def zorder(
     finally:
         if owned:
             executor.close()
-
-
-def _size_metrics(files: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    return {"num": len(files), "size": sum(int(f["size"]) for f in files)}
 
 
 def _stats(
@@ -336,54 +308,27 @@ def _stats(
     columns_tag = json.dumps(list(plan.columns), separators=(",", ":"))
     in_cubes = [f for f in rewritten if _cube_of(f, columns_tag, plan.curve) is not None]
     others = [f for f in rewritten if _cube_of(f, columns_tag, plan.curve) is None]
-    removed = (
-        [int(x["size"]) for r in results for x in r.removes] if not dry_run else [int(f["size"]) for f in rewritten]
-    )
-    added = [int(a["size"]) for r in results for a in r.adds]
     z_order_stats = {
         "strategyName": "incremental" if plan.skipped_cubes else "all",
         "curve": plan.curve,
         "columns": list(plan.columns),
-        "inputCubeFiles": _size_metrics(in_cubes),
-        "inputOtherFiles": _size_metrics(others),
+        "inputCubeFiles": size_metrics(in_cubes),
+        "inputOtherFiles": size_metrics(others),
         "inputNumCubes": len({_cube_of(f, columns_tag, plan.curve) for f in in_cubes}),
-        "mergedFiles": _size_metrics(rewritten),
+        "mergedFiles": size_metrics(rewritten),
         "numOutputCubes": len(plan.bins),
         "numSkippedCubes": plan.skipped_cubes,
-        "skippedCubeFiles": _size_metrics(plan.skipped_files),
+        "skippedCubeFiles": size_metrics(plan.skipped_files),
     }
-    dvs = [f["deletionVector"] for f in rewritten if f.get("deletionVector")]
-    return OptimizeStats(
-        num_files_added=len(added),
-        num_files_removed=len(removed),
-        files_added=FileSizeMetrics.of(added),
-        files_removed=FileSizeMetrics.of(removed),
-        partitions_optimized=len(plan.bins),
-        num_bins=len(plan.bins),
-        num_batches=1,
-        total_considered_files=plan.total_considered_files,
-        total_files_skipped=plan.total_considered_files - len(removed),
-        num_deletion_vectors_removed=len(dvs),
-        num_deletion_vector_rows_removed=sum(int(d.get("cardinality") or 0) for d in dvs),
-        z_order_stats=z_order_stats,
-        start_time_ms=start_ms,
-        end_time_ms=int(time.time() * 1000),
+    return clustering_run_stats(
+        plan.bins,
+        results,
+        executor=executor,
+        start_ms=start_ms,
         read_version=plan.read_version,
-        committed_version=version,
-        committed_versions=(version,) if version is not None else (),
-        executor=executor.name,
-        total_cluster_parallelism=executor.parallelism,
+        version=version,
+        total_considered_files=plan.total_considered_files,
+        partitions_optimized=len(plan.bins),
         dry_run=dry_run,
-        plan=[
-            {
-                "partitionValues": dict(b.partition_values),
-                "files": [f["path"] for f in b.files],
-                "numFiles": len(b.files),
-                "size": b.size,
-                "outputFiles": b.num_files,
-            }
-            for b in plan.bins
-        ]
-        if dry_run
-        else None,
+        z_order_stats=z_order_stats,
     )
