@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from airflow_provider_deltalite.engine.clustering_domain import clustering_spec
 from airflow_provider_deltalite.engine.errors import (
     DeltaLiteError,
     InvalidArgument,
+    redact_uri,
 )
 from airflow_provider_deltalite.engine.file_actions import ensure_can_add_files, live_file_actions
 from airflow_provider_deltalite.engine.rewrite import (
@@ -57,6 +59,8 @@ from airflow_provider_deltalite.maintenance.rewrites import (
     left_for_vacuum,
     resolve_sizes,
 )
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -202,6 +206,14 @@ def optimize(
     spec = clustering_spec(snapshot)
     if spec is not None and spec.columns:
         # a liquid-clustered table: cluster as Delta's OPTIMIZE does, never bin-pack its cubes away
+        ignored = [n for n in ("min_file_size", "max_deleted_rows_ratio", "batch_size") if getattr(opts, n) is not None]
+        if ignored:
+            # Delta ignores them too; say so, since a user who set them expects them to matter
+            log.warning(
+                "table %s is liquid-clustered: %s apply to compaction only and are ignored",
+                redact_uri(table.uri),
+                ", ".join(ignored),
+            )
         owned = executor is None
         executor = executor or LocalExecutor(max_concurrent_tasks)
         try:

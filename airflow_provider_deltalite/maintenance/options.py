@@ -277,7 +277,8 @@ class OptimizeOptions(MaintenanceOptions):
         full: on a clustered table, recluster every file, sealed cubes and files clustered on other columns or by
             another provider included (Delta's ``OPTIMIZE FULL``).
         min_cube_size: on a clustered table, a cube (the files one clustering run wrote) of at least this many bytes
-            is sealed and never rewritten again (default 100 x the target file size: Delta's 100 GiB at 1 GiB).
+            is sealed and not rewritten again unless ``full`` (default 100 x the target file size: Delta's 100 GiB
+            at 1 GiB).
     """
 
     operation: ClassVar[str] = "optimize"

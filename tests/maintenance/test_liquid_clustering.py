@@ -401,3 +401,19 @@ def test_the_cli_passes_full_and_min_cube_size_and_prints_the_cubes(tmp_path: Pa
 def test_unset_full_and_min_cube_size_keep_their_defaults_from_text() -> None:
     options = OptimizeOptions.from_text({"full": None, "min_cube_size": "None", "where": ""})
     assert (options.full, options.min_cube_size) == (False, None)
+
+
+def test_compaction_options_on_a_clustered_table_are_named_in_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = lt.clustered_points(tmp_path / "t", files=2)
+    with caplog.at_level("WARNING", logger="airflow_provider_deltalite.maintenance.optimize"):
+        stats = optimize(DeltaTable(str(path)), min_file_size=10, batch_size=1 << 20)
+    assert stats.committed_version == 3 and stats.clustering_stats is not None
+    assert [r.getMessage() for r in caplog.records] == [
+        f"table {path} is liquid-clustered: min_file_size, batch_size apply to compaction only and are ignored"
+    ]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="airflow_provider_deltalite.maintenance.optimize"):
+        optimize(DeltaTable(str(path)))
+    assert caplog.records == []

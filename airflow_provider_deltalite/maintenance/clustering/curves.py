@@ -27,6 +27,16 @@ import pyarrow.compute as pc
 
 from airflow_provider_deltalite.maintenance.options import CURVES, DEFAULT_NUM_RANGES
 
+# Delta types a range id can be computed for (decimals and timestamps by prefix): what a clustering column may be
+ORDERABLE_TYPES = ("byte", "short", "integer", "long", "float", "double", "string", "binary", "boolean", "date")
+
+
+def is_orderable(delta_type: object) -> bool:
+    """Whether rows can be ordered by a column of ``delta_type`` (structs, maps, variant and geospatial cannot)."""
+    return isinstance(delta_type, str) and (
+        delta_type in ORDERABLE_TYPES or delta_type.startswith(("decimal", "timestamp"))
+    )
+
 
 def bits_for(num_ranges: int) -> int:
     """Bits needed for ids in ``[0, num_ranges)`` (at least 1)."""

@@ -42,6 +42,7 @@ from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.engine.stats_collect import StatsCollector
 from airflow_provider_deltalite.engine.table import Table
 from airflow_provider_deltalite.engine.transaction import RetryPolicy
+from airflow_provider_deltalite.maintenance.clustering.curves import is_orderable
 from airflow_provider_deltalite.maintenance.clustering.runs import (
     TAG_COLUMNS,
     TAG_CUBE_ID,
@@ -59,7 +60,6 @@ from airflow_provider_deltalite.maintenance.rewrites import (
 
 # A cube this many target-size files large is sealed: Delta's 100 GiB minCubeSize at its 1 GiB file size.
 MIN_CUBE_FILES = 100
-_ORDERABLE = ("byte", "short", "integer", "long", "float", "double", "string", "binary", "boolean", "date")
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,7 @@ def validate_clustering(snapshot: Snapshot, spec: ClusteringSpec) -> None:
     ).column_paths
     for column in spec.columns:
         kind = column.type
-        if not (isinstance(kind, str) and (kind in _ORDERABLE or kind.startswith(("decimal", "timestamp")))):
+        if not is_orderable(kind):
             shown = kind if isinstance(kind, str) else kind.get("type")
             raise InvalidArgument(f"clustering column '{column.name}' has type {shown}, which cannot be ordered", uri)
         if column.dotted not in with_stats:

@@ -30,6 +30,7 @@ from airflow_provider_deltalite.engine.stats_collect import StatsCollector
 from airflow_provider_deltalite.engine.table import Table
 from airflow_provider_deltalite.engine.transaction import RetryPolicy
 from airflow_provider_deltalite.maintenance.bin_packing import group_by
+from airflow_provider_deltalite.maintenance.clustering.curves import is_orderable
 from airflow_provider_deltalite.maintenance.clustering.runs import (
     TAG_COLUMNS,
     TAG_CUBE_ID,
@@ -48,7 +49,6 @@ from airflow_provider_deltalite.maintenance.rewrites import (
 )
 
 MAX_COLUMNS = 32
-_ORDERABLE = ("byte", "short", "integer", "long", "float", "double", "string", "binary", "boolean", "date")
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,7 @@ def validate_columns(snapshot: Snapshot, columns: Sequence[str]) -> tuple[str, .
         if field is None:
             raise InvalidArgument(f"zorder column '{text}' does not exist in the table", uri)
         kind = field["type"]
-        if not (isinstance(kind, str) and (kind in _ORDERABLE or kind.startswith(("decimal", "timestamp")))):
+        if not is_orderable(kind):
             shown = kind if isinstance(kind, str) else kind["type"]
             raise InvalidArgument(f"zorder column '{text}' has type {shown}, which cannot be ordered", uri)
         dotted = ".".join(names)
