@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import uuid
 from pathlib import Path
 
 import deltalake
@@ -114,7 +115,7 @@ def test_the_hook_takes_spark_binary_from_the_argument_then_the_connection(
 
 @pytest.mark.slow
 def test_the_operator_runs_the_sites_spark_with_its_spark_defaults(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
     events = tmp_path / "events"
     events.mkdir()
@@ -127,24 +128,36 @@ def test_the_operator_runs_the_sites_spark_with_its_spark_defaults(
         f"spark.eventLog.rolling.enabled false\nspark.deltalite.test.marker {marker}\n",
     )
     monkeypatch.setenv("SPARK_HOME", str(site))
-    monkeypatch.setenv("PATH", os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if p and not (
-        Path(p, "spark-submit").exists())))  # fmt: skip
+    # no spark-submit on PATH: the one in the site's SPARK_HOME runs, not the pip package's
+    path = [p for p in os.environ["PATH"].split(os.pathsep) if p and not Path(p, "spark-submit").exists()]
+    monkeypatch.setenv("PATH", os.pathsep.join(path))
     uri = str(tmp_path / "t")
     create_small_file_table(uri, files=6, rows_per_file=40)
     before = collections.Counter(map(repr, pa.table(deltalake.DeltaTable(uri).to_pyarrow_table()).to_pylist()))
 
-    op = OptimizeOperator(task_id="optimize", table_uri=uri, conf=FAST_JVM_CONF)
-    stats = op.execute({})
+    # a storage option standing for a credential (the local file system ignores it): it must reach the driver
+    # through the spark-submit process environment only, never its command line
+    secret = f"secret-{uuid.uuid4().hex}"
+    connection = {"conn_type": "deltalite", "host": str(tmp_path), "extra": {"storage_options": {"token": secret}}}
+    monkeypatch.setenv("AIRFLOW_CONN_SITE_LAKE", json.dumps(connection))
 
-    assert (stats["numFilesRemoved"], stats["numFilesAdded"], stats["committedVersion"]) == (
-        6,
-        2,
-        7,
-    )  # one file per partition
+    op = OptimizeOperator(task_id="optimize", table_uri="t", deltalite_conn_id="site_lake", conf=FAST_JVM_CONF)
+    stats = op.execute({})
+    log = "".join(capfd.readouterr())
+
+    # one file per partition (the demo table has two)
+    assert (stats["numFilesRemoved"], stats["numFilesAdded"], stats["committedVersion"]) == (6, 2, 7)
     hook = op._submit_hook
     assert hook is not None
     assert hook.spark_submit_command == str(site / "bin" / "spark-submit")
     assert "SPARK_HOME" not in (hook._env or {})  # the site's, inherited: not replaced by the pip package
+    assert json.loads((hook._env or {})["DELTALITE_STORAGE_OPTIONS"]) == {"token": secret}
+    command = hook._build_spark_submit_command("job.py")
+    assert command[0] == str(site / "bin" / "spark-submit")
+    assert not any(secret in arg for arg in command)
+    [cmd] = [line for line in log.splitlines() if "Spark-Submit cmd:" in line]
+    assert f"Spark-Submit cmd: {site / 'bin' / 'spark-submit'} --master local[*] " in cmd
+    assert secret not in log
     [log] = list(events.iterdir())
     records = [json.loads(line) for line in log.read_text().splitlines()]
     [environment] = [r for r in records if r["Event"] == "SparkListenerEnvironmentUpdate"]
