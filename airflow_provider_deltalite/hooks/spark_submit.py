@@ -71,7 +71,8 @@ def locate_spark_submit(binary: str, environ: Mapping[str, str] | None = None) -
     ``$SPARK_HOME/bin``; with no ``SPARK_HOME`` either, ``spark-submit`` is the installed pyspark package's.
 
     Raises:
-        InvalidConnection: no such binary on ``PATH`` or in ``$SPARK_HOME/bin``, and no pyspark package to fall back to.
+        InvalidConnection: no such binary on ``PATH`` or in ``$SPARK_HOME/bin``, and no classic pyspark package (one
+            with ``bin/spark-submit``) to fall back to.
     """
     env = os.environ if environ is None else environ
     if os.sep in binary or shutil.which(binary, path=env.get("PATH", os.defpath)):
@@ -84,7 +85,18 @@ def locate_spark_submit(binary: str, environ: Mapping[str, str] | None = None) -
         raise InvalidConnection(f"{binary} is not on PATH and SPARK_HOME ({home}) has no bin/{binary}")
     if binary != DEFAULT_SPARK_BINARY:
         raise InvalidConnection(f"{binary} is not on PATH and SPARK_HOME is not set")
-    return bundled_spark_submit(), str(pyspark_home())
+    try:
+        bundled = Path(bundled_spark_submit())
+    except InvalidConnection:
+        bundled = None
+    if bundled is None or not bundled.is_file():
+        # pyspark-client installs the pyspark package without bin/ and jars/: it can talk Spark Connect, not submit
+        raise InvalidConnection(
+            "no Spark to run spark-submit with: it is not on PATH, SPARK_HOME is not set, and no classic pyspark is "
+            "installed (pyspark-client has no spark-submit): set SPARK_HOME to your Spark, or install pyspark, the "
+            "same version as your pyspark-client"
+        )
+    return str(bundled), str(bundled.parent.parent)
 
 
 class DeltaLiteSparkSubmitHook(SparkSubmitHook):

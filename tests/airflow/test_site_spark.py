@@ -9,6 +9,9 @@ from __future__ import annotations
 import collections
 import json
 import os
+import shutil
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -75,6 +78,36 @@ def test_the_spark_submit_is_found_on_path_then_in_spark_home_then_in_the_pip_pa
         InvalidConnection, match=rf"^spark3-submit is not on PATH and SPARK_HOME \({site}\) has no bin/spark3-submit$"
     ):
         locate_spark_submit("spark3-submit", {"PATH": str(empty), "SPARK_HOME": str(site)})
+
+
+def test_without_any_spark_submit_the_error_says_what_to_install(tmp_path: Path) -> None:
+    # pyspark-client's layout: the pyspark package without bin/ and jars/ (Spark Connect only)
+    client = tmp_path / "site-packages" / "pyspark"
+    client.mkdir(parents=True)
+    for entry in pyspark_home().iterdir():
+        if entry.is_file():
+            shutil.copy(entry, client / entry.name)
+        elif entry.name not in ("bin", "jars", "sbin"):
+            (client / entry.name).symlink_to(entry)
+    script = (
+        "import json, pyspark\n"
+        "from airflow_provider_deltalite.hooks.spark_submit import locate_spark_submit\n"
+        "try:\n"
+        f"    locate_spark_submit('spark-submit', {{'PATH': {str(tmp_path)!r}}})\n"
+        "except Exception as exc:\n"
+        "    print(json.dumps([type(exc).__name__, str(exc), pyspark.__file__]))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(client.parent), str(Path(__file__).parents[2])])}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    name, message, module = json.loads(out.stdout.strip().splitlines()[-1])
+    assert Path(module).parent == client  # the client-only package was the one found
+    assert (name, message) == (
+        "InvalidConnection",
+        "no Spark to run spark-submit with: it is not on PATH, SPARK_HOME is not set, and no classic pyspark is "
+        "installed (pyspark-client has no spark-submit): set SPARK_HOME to your Spark, or install pyspark, the same "
+        "version as your pyspark-client",
+    )
 
 
 def test_the_hook_takes_spark_binary_from_the_argument_then_the_connection(
