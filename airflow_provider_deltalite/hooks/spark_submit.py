@@ -119,7 +119,10 @@ class DeltaLiteSparkSubmitHook(SparkSubmitHook):
     ) -> None:
         self._process_env = dict(secret_env or {})
         super().__init__(*args, **kwargs)
-        command, spark_home = locate_spark_submit(self._connection["spark_binary"])
+        # env_vars reach the spark-submit process too (the provider puts them in its environment): a SPARK_HOME there
+        # is the one its scripts will use
+        environ = {**os.environ, **{k: str(v) for k, v in (self._env_vars or {}).items()}}
+        command, spark_home = locate_spark_submit(self._connection["spark_binary"], environ)
         # every use of the binary (submit, driver status, driver kill) reads it from the resolved connection
         self._connection["spark_binary"] = command
         if spark_home is not None:

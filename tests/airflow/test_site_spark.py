@@ -133,6 +133,12 @@ def test_the_hook_takes_spark_binary_from_the_argument_then_the_connection(
     assert DeltaLiteSparkSubmitHook(conn_id="site", spark_binary="spark2-submit").spark_submit_command == str(
         site / "bin" / "spark2-submit"
     )
+    # a SPARK_HOME given in env_vars is the one spark-submit's environment will have
+    monkeypatch.delenv("SPARK_HOME")
+    other = tmp_path / "other-spark"
+    _program(other / "bin", "spark-submit")
+    hook = DeltaLiteSparkSubmitHook(conn_id="spark_default", env_vars={"SPARK_HOME": str(other)})
+    assert hook.spark_submit_command == str(other / "bin" / "spark-submit")
     # the Spark provider's own checks of the connection stay in force
     monkeypatch.setenv(
         "AIRFLOW_CONN_OLD", json.dumps({"conn_type": "spark", "host": "local", "extra": {"spark-home": str(site)}})
