@@ -11,6 +11,8 @@ The table is fixed when the file is parsed, not a DAG param: Airflow identifies 
 and a DAG param is only known to a run. Here it comes from the environment variable ``DELTALITE_EXAMPLE_TABLE_URI``
 (same value for every parse; ``DELTALITE_EXAMPLE_POLL_SECONDS`` sets the poll interval); parsing never opens the
 table.
+
+Needs Airflow 3.0 or later (the ``airflow.sdk`` authoring interface), as the provider does.
 """
 
 from __future__ import annotations

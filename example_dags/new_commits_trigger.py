@@ -9,6 +9,8 @@ from the first sensor's XCom through a Jinja template, rendered when the task ru
 
 Set the table with the DAG param ``table_uri`` (any fsspec URI; ``deltalite_conn_id="..."`` on the sensors would take
 storage credentials and a base URI from a ``deltalite`` connection). Parsing this file never opens the table.
+
+Needs Airflow 3.0 or later (the ``airflow.sdk`` authoring interface), as the provider does.
 """
 
 from __future__ import annotations

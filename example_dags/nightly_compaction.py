@@ -4,6 +4,8 @@ Each step is a spark-submit of deltalite's job (``spark_default``: ``local[*]`` 
 Everything comes from DAG params, so ``airflow dags test deltalite_nightly_compaction -c '{"table_uri": "..."}'``
 runs it as it is. The optimize step plans in the worker first and returns without starting Spark when fewer than
 ``min_small_files`` files need compacting; its XCom (OptimizeStats) feeds the log line of the last task.
+
+Needs Airflow 3.0 or later (the ``airflow.sdk`` authoring interface), as the provider does.
 """
 
 from __future__ import annotations

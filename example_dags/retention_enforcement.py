@@ -4,6 +4,8 @@ The dry run's VacuumStats (XCom) drive a branch: when ``numFilesToDelete`` reach
 ``sizeOfDataToDelete`` reaches ``min_bytes_to_delete``, the ``vacuum`` task deletes the expired files; otherwise
 ``report_retained`` says why nothing was deleted. Table and thresholds are DAG params, so ``airflow dags test
 deltalite_retention_enforcement -c '{"table_uri": "..."}'`` runs it as it is.
+
+Needs Airflow 3.0 or later (the ``airflow.sdk`` authoring interface), as the provider does.
 """
 
 from __future__ import annotations

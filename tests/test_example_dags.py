@@ -96,3 +96,22 @@ def test_the_examples_are_the_documented_ones(parsed: dict[str, Any]) -> None:
 def test_connection_lookups_while_parsing_are_counted(parsed: dict[str, Any]) -> None:
     assert parsed["probe"]["dags"] == ["looks_up"]
     assert parsed["probe"]["connection_lookups"] >= 1
+
+
+def test_the_declared_airflow_versions_agree_with_the_examples() -> None:
+    # Airflow 3 only: the package metadata says so, and every example is written for it (airflow.sdk) and says so
+    import tomllib
+    from importlib.metadata import version
+
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+    [airflow] = [r for r in map(Requirement, pyproject["project"]["dependencies"]) if r.name == "apache-airflow"]
+    assert str(airflow.specifier) == ">=3.0.0"
+    assert not airflow.specifier.contains(Version("2.11.2"))
+    assert airflow.specifier.contains(Version(version("apache-airflow")))  # the Airflow the tests run on
+    for path in EXAMPLES:
+        text = path.read_text()
+        assert "from airflow.sdk import " in text, path.name
+        assert "Needs Airflow 3.0 or later (the ``airflow.sdk`` authoring interface)" in text, path.name

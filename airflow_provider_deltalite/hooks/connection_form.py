@@ -3,6 +3,12 @@
 `get_provider_info` publishes them as ``conn-fields`` / ``ui-field-behaviour`` (Airflow 3.2+ builds the form from
 these without importing the hook); `DeltaLiteHook`'s legacy classmethods serve the same data to older UIs. This
 module imports nothing from Airflow, because provider discovery reads it while Airflow itself is starting.
+
+Every field has a placeholder (``placeholders`` of the field behaviour). Airflow 3's UI shows those of the standard
+fields (``host``, ``extra``); for the extra fields it shows a field's ``examples`` instead, as suggestions: the
+fields whose placeholder is a typical value carry it there too (`SUGGESTED`); secrets never (no made-up credential is
+ever suggested).
+The UI can save a field left empty as ``null`` in the extra JSON: the hook reads ``null`` and ``""`` as "not set".
 """
 
 from __future__ import annotations
@@ -11,6 +17,31 @@ from typing import Any
 
 _STRING: dict[str, Any] = {"type": ["string", "null"]}
 _SECRET: dict[str, Any] = {"type": ["string", "null"], "format": "password"}
+
+
+_OBJECT: dict[str, Any] = {"type": ["object", "null"]}
+
+# The hint shown in each empty field: what a value looks like, or what leaving it empty means.
+PLACEHOLDERS: dict[str, str] = {
+    "host": "s3://bucket/warehouse (tables given by a relative path are found below it)",
+    "extra": '{"region_name": "eu-west-1", "storage_options": {"any fsspec option": "value"}}',
+    "aws_access_key_id": "AKIA... (empty: the worker's AWS credential chain, e.g. an instance role)",
+    "aws_secret_access_key": "the secret of that access key id",
+    "aws_session_token": "temporary credentials (STS) only",
+    "endpoint_url": "https://minio.internal:9000",
+    "region_name": "eu-west-1",
+    "gcs_key_file": "/secrets/gcs-service-account.json",
+    "gcs_token": 'google_default, or a pasted {"type": "service_account", ...}',
+    "gcs_project": "my-gcp-project",
+    "azure_account_name": "mystorageaccount",
+    "azure_account_key": "the account's access key (or use a SAS token or a service principal)",
+    "azure_sas_token": "sv=...&ss=b&srt=co&sp=rwdlac&sig=...",
+    "azure_tenant_id": "the directory (tenant) id, a GUID",
+    "azure_client_id": "the application (client) id, a GUID",
+    "azure_client_secret": "the client secret of that application",
+    "azure_connection_string": "DefaultEndpointsProtocol=https;AccountName=...;AccountKey=...",
+    "storage_options": '{"requester_pays": true, "client_kwargs": {"verify": false}}',
+}
 
 
 def _field(label: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
@@ -35,15 +66,19 @@ CONN_FIELDS: dict[str, dict[str, Any]] = {
     "azure_client_id": _field("Azure client id", "Service principal: the application (client) id", _STRING),
     "azure_client_secret": _field("Azure client secret", "Service principal: the client secret", _SECRET),
     "azure_connection_string": _field("Azure connection string", "A storage connection string", _SECRET),
+    "storage_options": _field(
+        "Other storage options",
+        "A JSON object of further fsspec options for the store, passed as they are; its keys win over the fields above",
+        _OBJECT,
+    ),
 }
+# Fields whose placeholder is a typical value: Airflow 3's UI offers it as a suggestion (a field's ``examples``).
+SUGGESTED = ("endpoint_url", "region_name", "gcs_key_file", "gcs_project", "azure_account_name")
+for _name in SUGGESTED:
+    CONN_FIELDS[_name]["schema"]["examples"] = [PLACEHOLDERS[_name]]
 
 UI_FIELD_BEHAVIOUR: dict[str, Any] = {
     "hidden-fields": ["schema", "login", "password", "port"],
     "relabeling": {"host": "Base URI"},
-    "placeholders": {
-        "host": "s3://bucket/warehouse (tables given by a relative path are found below it)",
-        "extra": '{"storage_options": {"any fsspec option": "value"}}',
-        "endpoint_url": "https://minio.internal:9000",
-        "region_name": "eu-west-1",
-    },
+    "placeholders": dict(PLACEHOLDERS),
 }

@@ -2,7 +2,7 @@
 
 The connection holds a base URI (the ``host`` field, e.g. ``s3://lake/warehouse``) and the storage credentials in its
 extra JSON. Well-known fields map to the fsspec backend of the base URI's scheme; a ``storage_options`` object is
-passed to fsspec as it is (its keys win)::
+passed to fsspec as it is (its keys win; a JSON object, or a string holding one)::
 
     {
       "aws_access_key_id": "AKIA...", "aws_secret_access_key": "...", "aws_session_token": "...",
@@ -12,6 +12,9 @@ passed to fsspec as it is (its keys win)::
       "azure_tenant_id": "...", "azure_client_id": "...", "azure_client_secret": "...",
       "storage_options": {"any_fsspec_option": "..."}
     }
+
+A field that is ``null`` or ``""`` is not set: Airflow's connection form can save every field it shows, the unused ones
+as ``null``, so a connection made in the UI holds all the fields of every store and only the filled ones count.
 
 Every credential value is registered with Airflow's secret masker (`mask_secret`) as soon as it is read, so it is
 replaced by ``***`` in every task log line, whatever prints it.

@@ -2,8 +2,12 @@
 
 - ``spark_default`` that is not defined means ``local[*]`` (the Spark provider would fall back to ``yarn``); any other
   Spark connection id that is not defined is an error instead of a silent fallback.
-- A bare ``spark-submit`` binary resolves to the one in the installed pyspark package (absolute path), with
-  ``SPARK_HOME`` pointing at that package, so nothing depends on PATH.
+- The Spark that runs is the site's, found as the Spark provider finds it: ``spark_binary`` (the operator argument,
+  else the connection's ``spark-binary`` extra, else ``spark-submit``) on ``PATH``, with the environment's
+  ``SPARK_HOME`` (and so its ``conf/spark-defaults.conf``) inherited unchanged; the connection's ``spark-home`` extra
+  is refused by the provider. When the binary is not on ``PATH``, ``$SPARK_HOME/bin/<binary>`` runs. Only when there
+  is no other Spark at all (not on ``PATH``, no ``SPARK_HOME``) does the installed pyspark package's ``spark-submit``
+  run, by absolute path, with ``SPARK_HOME`` pointing at that package (`locate_spark_submit`).
 - ``PYSPARK_PYTHON`` defaults to this interpreter when the driver runs here (local master or standalone client mode).
 - Secret environment variables (storage credentials) are set on the spark-submit process only, never turned into
   ``--conf`` arguments; in cluster deploy mode (`driver_runs_here` is False) they cannot reach the driver that way,
@@ -13,15 +17,17 @@
 - The driver's one-line ``deltalite: error: ...`` is captured from the output, for the task's failure message.
 
 The operators build this hook from SparkSubmitHook's public constructor arguments (those the user passed to the
-operator); what it adds still overrides three methods that are private in the Spark provider
-(`_resolve_connection`, `_build_spark_common_args`, `_process_spark_submit_log`) and reads the resolved connection
-(``_connection``): tests/airflow/test_operators.py runs them against the provider version the ``test`` extra pins.
+operator); what it adds still overrides two methods that are private in the Spark provider
+(`_build_spark_common_args`, for the secret environment; `_process_spark_submit_log`, for the error line) and reads
+the resolved connection (``_connection``; its ``spark_binary`` becomes an absolute path in the fallback cases):
+tests/airflow/test_operators.py and test_site_spark.py run them against the provider version the ``test`` extra pins.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -57,6 +63,42 @@ def bundled_spark_submit() -> str:
     return str(pyspark_home() / "bin" / "spark-submit")
 
 
+def locate_spark_submit(binary: str, environ: Mapping[str, str] | None = None) -> tuple[str, str | None]:
+    """The spark-submit command to run for ``binary`` and the ``SPARK_HOME`` to set for it (None: leave it as is).
+
+    As the Spark provider: a path, or a name found on ``PATH``, runs as given, and the child inherits ``SPARK_HOME``
+    (Spark's scripts then take that installation and its ``conf/``). A name not on ``PATH`` runs from
+    ``$SPARK_HOME/bin``; with no ``SPARK_HOME`` either, ``spark-submit`` is the installed pyspark package's.
+
+    Raises:
+        InvalidConnection: no such binary on ``PATH`` or in ``$SPARK_HOME/bin``, and no classic pyspark package (one
+            with ``bin/spark-submit``) to fall back to.
+    """
+    env = os.environ if environ is None else environ
+    if os.sep in binary or shutil.which(binary, path=env.get("PATH", os.defpath)):
+        return binary, None
+    home = env.get("SPARK_HOME")
+    if home:
+        candidate = Path(home) / "bin" / binary
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate), None
+        raise InvalidConnection(f"{binary} is not on PATH and SPARK_HOME ({home}) has no bin/{binary}")
+    if binary != DEFAULT_SPARK_BINARY:
+        raise InvalidConnection(f"{binary} is not on PATH and SPARK_HOME is not set")
+    try:
+        bundled = Path(bundled_spark_submit())
+    except InvalidConnection:
+        bundled = None
+    if bundled is None or not bundled.is_file():
+        # pyspark-client installs the pyspark package without bin/ and jars/: it can talk Spark Connect, not submit
+        raise InvalidConnection(
+            "no Spark to run spark-submit with: it is not on PATH, SPARK_HOME is not set, and no classic pyspark is "
+            "installed (pyspark-client has no spark-submit): set SPARK_HOME to your Spark, or install pyspark, the "
+            "same version as your pyspark-client"
+        )
+    return str(bundled), str(bundled.parent.parent)
+
+
 class DeltaLiteSparkSubmitHook(SparkSubmitHook):
     """SparkSubmitHook for deltalite jobs (see the module docstring for what differs).
 
@@ -76,10 +118,15 @@ class DeltaLiteSparkSubmitHook(SparkSubmitHook):
         **kwargs: Any,
     ) -> None:
         self._process_env = dict(secret_env or {})
-        self._bundled_binary = False
         super().__init__(*args, **kwargs)
-        if self._bundled_binary:
-            self._process_env.setdefault("SPARK_HOME", str(pyspark_home()))
+        # env_vars reach the spark-submit process too (the provider puts them in its environment): a SPARK_HOME there
+        # is the one its scripts will use
+        environ = {**os.environ, **{k: str(v) for k, v in (self._env_vars or {}).items()}}
+        command, spark_home = locate_spark_submit(self._connection["spark_binary"], environ)
+        # every use of the binary (submit, driver status, driver kill) reads it from the resolved connection
+        self._connection["spark_binary"] = command
+        if spark_home is not None:
+            self._process_env.setdefault("SPARK_HOME", spark_home)
         master = self._connection["master"]
         env = dict(self._env_vars or {})
         if pyspark_python:
@@ -110,14 +157,12 @@ class DeltaLiteSparkSubmitHook(SparkSubmitHook):
                 f"{LOCAL_MASTER} when it is not defined)"
             ) from None
 
-    def _resolve_connection(self) -> dict[str, Any]:
-        data = super()._resolve_connection()
-        if data["spark_binary"] == DEFAULT_SPARK_BINARY:
-            data["spark_binary"] = self.spark_binary = bundled_spark_submit()
-            self._bundled_binary = True
-        return data
-
     # -- where credentials may go -------------------------------------------------------------------------------
+
+    @property
+    def spark_submit_command(self) -> str:
+        """The spark-submit that runs: the binary as the Spark provider finds it, or an absolute path."""
+        return self._connection["spark_binary"]
 
     @property
     def master(self) -> str:

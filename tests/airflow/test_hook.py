@@ -209,3 +209,102 @@ def test_form_metadata_of_older_uis_is_the_provider_info_one() -> None:
         "azure_sas_token",
         "gcs_token",
     ]
+
+
+def test_a_connection_saved_by_the_form_reads_only_the_fields_that_are_filled(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Airflow's form can save every field it shows: the unused ones as null (Airflow 3) or "" (older forms)
+    from airflow_provider_deltalite.hooks.connection_form import CONN_FIELDS
+
+    key_id, secret = _secret(), _secret()
+    filled = {
+        "aws_access_key_id": key_id,
+        "aws_secret_access_key": secret,
+        "region_name": "eu-west-1",
+        "storage_options": {"requester_pays": True, "client_kwargs": {"verify": False}},
+    }
+    _connection(monkeypatch, "ui", host="s3://lake/warehouse", extra={**dict.fromkeys(CONN_FIELDS), **filled})
+    expected = {
+        "key": key_id,
+        "secret": secret,
+        "client_kwargs": {"region_name": "eu-west-1", "verify": False},
+        "requester_pays": True,
+    }
+    assert DeltaLiteHook("ui").get_storage_options() == expected
+    # the other storage options typed as JSON text (a form without a JSON editor), empty strings elsewhere
+    as_text = {**dict.fromkeys(CONN_FIELDS, ""), **filled, "storage_options": json.dumps(filled["storage_options"])}
+    _connection(monkeypatch, "text", host="s3://lake/warehouse", extra=as_text)
+    assert DeltaLiteHook("text").get_storage_options() == expected
+    # a GCS connection holding every S3 and Azure field as null is a GCS connection, not one of several stores
+    _connection(
+        monkeypatch,
+        "gcs",
+        host="gs://bucket/lake",
+        extra={**dict.fromkeys(CONN_FIELDS), "gcs_key_file": "/secrets/sa.json", "gcs_project": "p"},
+    )
+    assert DeltaLiteHook("gcs").get_storage_options() == {"token": "/secrets/sa.json", "project": "p"}
+
+
+def test_every_field_of_the_form_has_a_placeholder_and_secrets_are_never_suggested() -> None:
+    from airflow_provider_deltalite import get_provider_info
+
+    [conn_type] = get_provider_info()["connection-types"]
+    fields = conn_type["conn-fields"]
+    placeholders = conn_type["ui-field-behaviour"]["placeholders"]
+    assert set(placeholders) == {"host", "extra", *fields}
+    assert all(isinstance(text, str) and text.strip() for text in placeholders.values())
+    assert fields["storage_options"]["label"] == "Other storage options"
+    assert fields["storage_options"]["schema"] == {"type": ["object", "null"]}  # Airflow 3's UI: a JSON editor
+    suggested = {name: spec["schema"]["examples"] for name, spec in fields.items() if "examples" in spec["schema"]}
+    assert suggested == {
+        "endpoint_url": ["https://minio.internal:9000"],
+        "region_name": ["eu-west-1"],
+        "gcs_key_file": ["/secrets/gcs-service-account.json"],
+        "gcs_project": ["my-gcp-project"],
+        "azure_account_name": ["mystorageaccount"],
+    }
+    assert not any(fields[name]["schema"].get("format") == "password" for name in suggested)
+    assert json.loads(placeholders["extra"]) == {
+        "region_name": "eu-west-1",
+        "storage_options": {"any fsspec option": "value"},
+    }
+    assert json.loads(placeholders["storage_options"]) == {"requester_pays": True, "client_kwargs": {"verify": False}}
+
+
+def test_airflows_connection_form_service_serves_the_fields_placeholders_and_suggestions(tmp_path: Path) -> None:
+    # what Airflow's own UI API hands the connection form (a fresh AIRFLOW_HOME, Airflow's code, no mock of ours)
+    import subprocess
+    import sys
+
+    from airflow_provider_deltalite.demo import airflow_env
+
+    script = (
+        "import json\n"
+        "from airflow.api_fastapi.core_api.services.ui.connections import HookMetaService\n"
+        "[meta] = [m for m in HookMetaService.hook_meta_data() if m.connection_type == 'deltalite']\n"
+        "print(json.dumps(meta.model_dump(mode='json')))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        env=airflow_env(tmp_path, tmp_path / "dags"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    meta = json.loads(out.stdout.strip().splitlines()[-1])
+    from airflow_provider_deltalite.hooks.connection_form import CONN_FIELDS, PLACEHOLDERS
+
+    host = {"hidden": False, "placeholder": PLACEHOLDERS["host"], "title": "Base URI"}
+    assert meta["standard_fields"]["host"] == host
+    assert meta["standard_fields"]["password"]["hidden"] is True
+    extra = meta["extra_fields"]
+    assert sorted(extra) == sorted(CONN_FIELDS)
+    assert extra["storage_options"]["schema"]["type"] == ["object", "null"]
+    assert extra["storage_options"]["schema"]["title"] == "Other storage options"
+    assert extra["region_name"]["schema"]["examples"] == ["eu-west-1"]
+    assert extra["aws_secret_access_key"]["schema"] == {
+        "type": ["string", "null"],
+        "format": "password",
+        "title": "AWS secret access key",
+    }
