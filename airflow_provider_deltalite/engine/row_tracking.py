@@ -28,15 +28,15 @@ import pyarrow.compute as pc
 
 from airflow_provider_deltalite.engine.errors import DeltaLiteError, RowTrackingError
 from airflow_provider_deltalite.engine.properties import ENABLE_ROW_TRACKING
+from airflow_provider_deltalite.engine.properties import ROW_TRACKING_COMMIT_VERSION_COLUMN as COMMIT_VERSION_COLUMN
+from airflow_provider_deltalite.engine.properties import ROW_TRACKING_ROW_ID_COLUMN as ROW_ID_COLUMN
+from airflow_provider_deltalite.engine.properties import ROW_TRACKING_SUSPENDED as SUSPENDED
 
 if TYPE_CHECKING:
     from airflow_provider_deltalite.engine.snapshot import Snapshot
 
 FEATURE = "rowTracking"
 DOMAIN = "delta.rowTracking"
-SUSPENDED = "delta.rowTrackingSuspended"
-ROW_ID_COLUMN = "delta.rowTracking.materializedRowIdColumnName"
-COMMIT_VERSION_COLUMN = "delta.rowTracking.materializedRowCommitVersionColumnName"
 # commitInfo tag: the commit kept every row's id and commit version (the reference adds it to every commit on an
 # enabled table)
 PRESERVED_TAG = "delta.rowTracking.preserved"
