@@ -147,10 +147,15 @@ def start_connect_session(
         reason = exc.strerror or type(exc).__name__
         raise ExecutorError(f"cannot reach Spark Connect server {shown} ({parts.hostname}:{port}: {reason})") from None
     try:
-        from pyspark.sql.connect.session import SparkSession as ConnectSession
+        with warnings.catch_warnings():
+            # PySpark 4.2 warns about pandas 3 when the Connect client loads; it never uses pandas for us.
+            warnings.filterwarnings(
+                "ignore", message="PySpark does not yet fully support pandas", category=FutureWarning
+            )
+            from pyspark.sql.connect.session import SparkSession as ConnectSession
 
-        # create(), not getOrCreate(): a session of its own, which `SparkExecutor.close` may stop.
-        spark = ConnectSession.builder.remote(url).appName(app_name).create()
+            # create(), not getOrCreate(): a session of its own, which `SparkExecutor.close` may stop.
+            spark = ConnectSession.builder.remote(url).appName(app_name).create()
         for key, value in (conf or {}).items():
             spark.conf.set(str(key), str(value))
         spark.version  # noqa: B018 - the first request: a server that does not speak Spark Connect fails here
