@@ -241,11 +241,12 @@ class SparkExecutor:
         ``master`` is a classic master (``local[...]``, ``spark://...``, ``yarn``...) or a Spark Connect address
         (``sc://host:port``); without one, the ``SPARK_REMOTE`` environment variable (pyspark's convention) names a
         Spark Connect server, else ``local[*]``. A ``spark://`` master or an ``sc://`` server must accept a TCP
-        connection within ``connect_timeout`` seconds, and on a ``spark://`` master at least one executor must
-        register within ``executor_timeout`` seconds. For ``local`` masters and masters on a loopback address the
-        driver binds to 127.0.0.1 and the Python workers use this interpreter unless PYSPARK_PYTHON is set. ``conf``
-        overrides every default set here. The workers import ``warm_imports`` before `start` returns (`warm_up`);
-        the default is what maintenance work items use (`maintenance.executor.WORKER_IMPORTS`).
+        connection within ``connect_timeout`` seconds, and on a classic master other than ``local`` at least one
+        executor must register within ``executor_timeout`` seconds. For ``local`` masters and masters on a
+        loopback address the driver binds to 127.0.0.1 and the Python workers use this interpreter unless
+        PYSPARK_PYTHON is set. ``conf`` overrides every default set here (on Spark Connect: runtime settings
+        only). The workers import ``warm_imports`` before `start` returns (`warm_up`); the default is what
+        maintenance work items use (`maintenance.executor.WORKER_IMPORTS`).
 
         Raises:
             ExecutorError: the master or server cannot be reached, no executor registered in time, another
@@ -256,7 +257,7 @@ class SparkExecutor:
         spark = start_session(master, app_name, conf, connect_timeout=connect_timeout)
         executor = cls(spark, warm_imports=warm_imports, _owned=True, _shown=shown)
         try:
-            if master.startswith("spark://"):
+            if not master.startswith(("local", "sc://")):  # a Connect server manages its own executors
                 wait_for_executor(spark.sparkContext, shown, executor_timeout)
             executor.warm_up()
         except BaseException:
@@ -322,11 +323,11 @@ class SparkExecutor:
         def run(index: int) -> pa.Table:
             task = functools.partial(_run_item, fn, items[index])
             # Tags are per thread (classic: PySpark pins one JVM thread per Python thread; Connect: per client thread).
-            spark.addTag(tag)
+            _tag(spark, tag, add=True)
             try:
                 return self._collect(lambda: spark.range(0, 1, 1, 1).mapInArrow(task, _SCHEMA_DDL), label)
             finally:
-                spark.removeTag(tag)
+                _tag(spark, tag, add=False)
 
         try:
             for index in range(len(items)):
@@ -340,11 +341,13 @@ class SparkExecutor:
                 for future in done:
                     yield from _values(future.result())
         finally:
-            if pending:
-                for future in pending:
-                    future.cancel()
+            for future in pending:
+                future.cancel()
+            # Interrupt until every started query returned: a thread may submit its query just after an interrupt.
+            while pending:
                 with suppress(Exception):  # the session may be gone already; then nothing is left to interrupt
-                    spark.interruptTag(tag)
+                    _interrupt(spark, tag)
+                _, pending = wait(pending, timeout=0.2)
             pool.shutdown(wait=True, cancel_futures=True)
 
     def map_reduce(
@@ -470,6 +473,28 @@ class SparkExecutor:
                 if os.path.basename(path) not in {os.path.basename(p) for p in submitted.split(",") if p}:
                     holder.addPyFile(path)
             holder._deltalite_engine_shipped = True
+
+
+def _tag(spark: SparkSession, tag: str, *, add: bool) -> None:
+    """Add (or remove) ``tag`` to the queries this thread starts.
+
+    A classic session's own tags do not reach the jobs of an Arrow collect (they run in a thread the JVM starts for
+    the transfer); the SparkContext's job tags, inherited by that thread, do. A Connect session has only its own.
+    """
+    if is_connect_session(spark):
+        spark.addTag(tag) if add else spark.removeTag(tag)
+    elif add:
+        spark.sparkContext.addJobTag(tag)
+    else:
+        spark.sparkContext.removeJobTag(tag)
+
+
+def _interrupt(spark: SparkSession, tag: str) -> None:
+    """Interrupt the queries tagged ``tag`` by `_tag`, in whichever thread they run."""
+    if is_connect_session(spark):
+        spark.interruptTag(tag)
+    else:
+        spark.sparkContext.cancelJobsWithTag(tag)
 
 
 def _values(table: pa.Table) -> Iterator[Any]:

@@ -74,6 +74,20 @@ def test_errors_come_back_typed_or_as_one_line(spark_connect: SparkExecutor, spa
     )
 
 
+def hang_unless_zero(x: int) -> int:
+    time.sleep(0 if x == 0 else 120)
+    return x
+
+
+def test_stopping_early_interrupts_the_running_queries(spark_connect: SparkExecutor) -> None:
+    started = time.monotonic()
+    results = spark_connect.map(hang_unless_zero, [0, 1])
+    assert next(results) == 0
+    results.close()
+    assert time.monotonic() - started < 30  # the hanging task (120 s) was interrupted, not awaited
+    assert sorted(spark_connect.map(hang_unless_zero, [0, 0])) == [0, 0]  # the session is still usable
+
+
 def test_unreachable_server_fails_fast_with_one_line() -> None:
     port = free_port()  # bound and released: nothing listens there
     started = time.monotonic()
