@@ -11,12 +11,10 @@ Python workers too, where only the functions the tasks run are needed.
 from __future__ import annotations
 
 import functools
-import importlib
 import os
 import pickle
 import sys
 import threading
-import time
 import uuid
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -26,13 +24,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 
-from airflow_provider_deltalite.engine.errors import DeltaLiteError, ExecutorError
+from airflow_provider_deltalite.engine.errors import ExecutorError
+from airflow_provider_deltalite.executors import spark_tasks as tasks
 from airflow_provider_deltalite.executors.spark_errors import (
-    MARKER,
     OK,
     describe_failure,
     error_from_record,
-    error_record,
     is_spark_error,
 )
 from airflow_provider_deltalite.executors.spark_session import (
@@ -51,145 +48,13 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 R = TypeVar("R")
 
-# How long each warm-up task keeps its worker busy, so that the warm-up tasks land on distinct workers.
-WARM_UP_HOLD_S = 0.5
 _ship_lock = threading.Lock()
-
-# Every task of this executor returns (reducer, status, payload) rows: the reducer (or, in the shuffle, the key that
-# routes a row to it), OK / RAISED / MARKER, and the pickled result, the error's payload or a shuffled payload.
-_SCHEMA = pa.schema([("reducer", pa.int64()), ("status", pa.int32()), ("payload", pa.binary())])
-_SCHEMA_DDL = "reducer BIGINT, status INT, payload BINARY"
-
-
-def _rows(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[int, int, bytes]]:
-    """The (reducer, status, payload) rows of the Arrow batches a task receives."""
-    for batch in batches:
-        columns = [batch.column(name).to_pylist() for name in ("reducer", "status", "payload")]
-        yield from zip(*columns, strict=True)
-
-
-def _batch(rows: Sequence[tuple[int, int, bytes]]) -> pa.RecordBatch:
-    reducers, statuses, payloads = zip(*rows, strict=True) if rows else ((), (), ())
-    return pa.RecordBatch.from_arrays(
-        [pa.array(reducers, pa.int64()), pa.array(statuses, pa.int32()), pa.array(payloads, pa.binary())],
-        schema=_SCHEMA,
-    )
-
-
-def _run_item(fn: Callable[[T], R], item: T, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Runs on the Spark worker (``mapInArrow`` over a one-row DataFrame): apply ``fn`` to ``item``.
-
-    A `DeltaLiteError` comes back as a record rather than a task failure: it is deterministic (Spark retrying the
-    task cannot help) and, sent as its payload, it keeps its class, message and attributes on the driver.
-    """
-    for _ in batches:  # the one input row only gives the task its partition
-        pass
-    try:
-        status, value = OK, fn(item)
-    except DeltaLiteError as exc:
-        status, value = error_record(exc)
-    yield _batch([(0, status, _dumps(value))])
-
-
-def _map_side(
-    fn: Callable[[T], Iterator[tuple[int, bytes]]],
-    items: Sequence[T],
-    keys: Sequence[int],
-    batches: Iterator[pa.RecordBatch],
-) -> Iterator[pa.RecordBatch]:
-    """Runs on the Spark worker: the map stage of `SparkExecutor.map_reduce` for the item indexes in ``batches``.
-
-    Each payload becomes a row keyed so that Spark's hash partitioning sends it to its reducer's partition
-    (``keys[reducer]``); a DeltaLiteError goes on as a record to reducer 0, which reports it.
-    """
-    for batch in batches:
-        for index in batch.column(0).to_pylist():
-            try:
-                for reducer, payload in fn(items[index]):
-                    yield _batch([(keys[reducer], OK, payload)])
-            except DeltaLiteError as exc:
-                status, value = error_record(exc)
-                yield _batch([(keys[0], status, _dumps(value))])
-                return
-
-
-def _markers(keys: Sequence[int], batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Runs on the Spark worker: one empty MARKER row per reducer, so that a reducer no payload reaches still runs
-    (and learns its number)."""
-    for batch in batches:
-        reducers = batch.column(0).to_pylist()
-        if reducers:
-            yield _batch([(keys[r], MARKER, str(r).encode()) for r in reducers])
-
-
-def _reduce_side(
-    fn: Callable[[int, Iterator[bytes]], R], batches: Iterator[pa.RecordBatch]
-) -> Iterator[pa.RecordBatch]:
-    """Runs on the Spark worker: one reducer of `SparkExecutor.map_reduce` over the rows shuffled to its partition.
-
-    The partition holds exactly one reducer's rows (its keys hash there and no other reducer's do), its MARKER
-    among them; the payloads stream to ``fn`` in the order they arrive.
-    """
-    rows = _rows(batches)
-    reducer: int | None = None
-    ahead: list[bytes] = []  # payloads read while looking for the marker, which names the reducer
-    failed: list[tuple[int, bytes]] = []
-    for _, status, value in rows:
-        if status == MARKER:
-            reducer = int(value)
-            break
-        if status != OK:
-            failed.append((status, value))
-            break
-        ahead.append(value)
-    if reducer is None and not failed:
-        return  # an empty partition: no reducer hashes here
-
-    def payloads() -> Iterator[bytes]:
-        yield from ahead
-        ahead.clear()
-        if failed:
-            return
-        for _, status, value in rows:
-            if status == MARKER:
-                continue
-            if status != OK:
-                failed.append((status, value))
-                return
-            yield value
-
-    if reducer is None:  # an error record reached this partition first; another task reports it as well
-        yield _batch([(-1, *failed[0])])
-        return
-    try:
-        result = fn(reducer, payloads())
-    except DeltaLiteError as exc:
-        status, value = error_record(exc)
-        yield _batch([(reducer, status, _dumps(value))])
-        return
-    yield _batch([(reducer, *failed[0])] if failed else [(reducer, OK, _dumps(result))])
-
-
-def _dumps(value: Any) -> bytes:
-    from pyspark import cloudpickle
-
-    return cloudpickle.dumps(value)
 
 
 def _label(fn: Callable[..., Any]) -> str:
     """The function's name for errors (the wrapped function's, for a functools.partial)."""
     fn = getattr(fn, "func", fn) if isinstance(fn, functools.partial) else fn
     return getattr(fn, "__qualname__", type(fn).__name__)
-
-
-def _warm_worker(modules: tuple[str, ...], _: int) -> int:
-    """Runs on a Spark worker: import ``modules``, so later tasks find them loaded."""
-    for name in modules:
-        importlib.import_module(name)
-    # Hold the worker a moment: a task that finished at once would free its worker for the next warm-up task, and a
-    # worker that took none would stay cold.
-    time.sleep(WARM_UP_HOLD_S)
-    return os.getpid()
 
 
 class SparkExecutor:
@@ -273,8 +138,10 @@ class SparkExecutor:
         environment on the executors (no pyarrow, a Python that cannot import the engine) fails here, with the
         worker's error, instead of in the middle of an operation.
         """
-        warm = functools.partial(_warm_worker, self.warm_imports)
-        self.warmed_workers = tuple(sorted(set(self.map(warm, list(range(self.parallelism))))))
+        warm = functools.partial(tasks.warm_worker, self.warm_imports)
+        # Two tasks per core: Spark hands out idle workers in turn, and an interrupted task may have left a spare
+        # worker that one round of warm-up tasks would not reach.
+        self.warmed_workers = tuple(sorted(set(self.map(warm, list(range(2 * self.parallelism))))))
 
     @property
     def parallelism(self) -> int:
@@ -321,11 +188,11 @@ class SparkExecutor:
         pending: set[Future[pa.Table]] = set()
 
         def run(index: int) -> pa.Table:
-            task = functools.partial(_run_item, fn, items[index])
+            task = functools.partial(tasks.run_item, fn, items[index])
             # Tags are per thread (classic: PySpark pins one JVM thread per Python thread; Connect: per client thread).
             _tag(spark, tag, add=True)
             try:
-                return self._collect(lambda: spark.range(0, 1, 1, 1).mapInArrow(task, _SCHEMA_DDL), label)
+                return self._collect(lambda: spark.range(0, 1, 1, 1).mapInArrow(task, tasks.SCHEMA_DDL), label)
             finally:
                 _tag(spark, tag, add=False)
 
@@ -382,15 +249,15 @@ class SparkExecutor:
 
         def query() -> DataFrame:
             mapped = spark.range(0, len(items), 1, len(items)).mapInArrow(
-                functools.partial(_map_side, map_fn, items, keys), _SCHEMA_DDL
+                functools.partial(tasks.map_side, map_fn, items, keys), tasks.SCHEMA_DDL
             )
             markers = spark.range(0, num_reducers, 1, min(num_reducers, max(1, self.parallelism))).mapInArrow(
-                functools.partial(_markers, keys), _SCHEMA_DDL
+                functools.partial(tasks.markers, keys), tasks.SCHEMA_DDL
             )
             return (
                 mapped.unionByName(markers)
                 .repartition(num_reducers, "reducer")
-                .mapInArrow(functools.partial(_reduce_side, reduce_fn), _SCHEMA_DDL)
+                .mapInArrow(functools.partial(tasks.reduce_side, reduce_fn), tasks.SCHEMA_DDL)
             )
 
         table = self._collect(query, label)
