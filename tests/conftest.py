@@ -3,6 +3,8 @@
 - `s3_endpoint`: a `moto_server` S3 API (atomic conditional writes, as on S3: `tests/moto_server.py`), through s3fs.
 - `spark_local`: a `SparkExecutor` on local[2] (one JVM for the whole session: a process holds one SparkContext).
 - `spark_cluster`: a standalone Spark cluster (one master, two 1-core workers); tests drive it from subprocesses.
+- `spark_connect_server`: a Spark Connect server (its own local[2] Spark) on 127.0.0.1, started with spark-submit;
+  `spark_connect` is a `SparkExecutor` on a session of it, and `spark_any` runs a test on local[2] and on Connect.
 
 Test tiers: `pytest_collection_modifyitems` marks each test `spark`, `airflow`, `s3` or `corpus` from the fixtures it
 uses and from where it lives (see `_needs`), so `-m "not spark and not airflow"` (`make test-fast`) runs without a JVM
@@ -27,6 +29,8 @@ TESTS = Path(__file__).resolve().parent
 FIXTURE_MARKS = {
     "spark_local": "spark",  # a JVM in this process
     "spark_cluster": "spark",  # a standalone cluster: JVMs, spark-submit
+    "spark_connect_server": "spark",  # a Spark Connect server: a JVM started with spark-submit
+    "spark_any": "spark",  # spark_local or spark_connect
     "airflow_home": "airflow",
     "s3_endpoint": "s3",
 }
@@ -103,6 +107,39 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield cluster.master_url
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The ``sc://127.0.0.1:PORT`` address of a Spark Connect server (local[2], Python workers = this interpreter)."""
+    from tests.executors.spark_cluster import start_connect_server
+
+    try:
+        server = start_connect_server(tmp_path_factory.mktemp("spark-connect"))
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_connect(spark_connect_server: str) -> Iterator[Any]:
+    """A `SparkExecutor` on a Spark Connect session of `spark_connect_server`, shared by the whole session."""
+    from airflow_provider_deltalite.executors.spark import SparkExecutor
+
+    executor = SparkExecutor.start(spark_connect_server, app_name="deltalite-tests")
+    try:
+        yield executor
+    finally:
+        executor.close()
+
+
+@pytest.fixture(params=["classic", "connect"])
+def spark_any(request: pytest.FixtureRequest) -> Any:
+    """The classic local[2] executor, then the Spark Connect one: the same test on both kinds of session."""
+    return request.getfixturevalue("spark_local" if request.param == "classic" else "spark_connect")
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

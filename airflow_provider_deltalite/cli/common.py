@@ -64,7 +64,12 @@ def positive_seconds(text: str) -> float:
 def add_executor_arguments(p: argparse.ArgumentParser) -> None:
     """``--executor``, ``--spark-master`` and ``--max-concurrent-tasks``."""
     p.add_argument("--executor", choices=("local", "spark"), default="local")
-    p.add_argument("--spark-master", metavar="URL", help="with --executor spark (default local[*])")
+    p.add_argument(
+        "--spark-master",
+        metavar="URL",
+        help="with --executor spark: local[N], spark://host:port, sc://host:port (Spark Connect); "
+        "default $SPARK_REMOTE, else local[*]",
+    )
     p.add_argument("--max-concurrent-tasks", type=int, metavar="N", help="threads of the local executor")
 
 
@@ -73,7 +78,7 @@ def make_executor(args: argparse.Namespace) -> Executor:
     if args.executor == "spark":
         from airflow_provider_deltalite.executors.spark import SparkExecutor
 
-        return SparkExecutor.start(master=args.spark_master or "local[*]", app_name=f"deltalite {args.command}")
+        return SparkExecutor.start(master=args.spark_master or None, app_name=f"deltalite {args.command}")
     if args.spark_master:
         raise ValueError("--spark-master needs --executor spark")
     from airflow_provider_deltalite.executors import LocalExecutor

@@ -1,120 +1,69 @@
-"""The Spark executor: each work item is one Spark task running on an executor's Python worker (classic PySpark).
+"""The Spark executor: each work item is one Spark task on an executor's Python worker, through the DataFrame API.
 
-The engine reaches the executors as a zip of the installed package (`executors.engine_zip`), added once per
-SparkContext with ``addPyFile`` unless the job was submitted with it (``--py-files``). Starting a session is in
-`executors.spark_session`, how failures come back in `executors.spark_errors`. PySpark is imported lazily: this module
-is imported on Spark's Python workers too, where only the functions the tasks run are needed.
+Every job is a ``mapInArrow`` query, so the same code runs on a classic SparkSession and on a Spark Connect session
+(which has no SparkContext and no RDDs). The engine reaches the executors as a zip of the installed package
+(`executors.engine_zip`): ``addPyFile`` once per SparkContext unless the job was submitted with it (``--py-files``),
+``addArtifacts(..., pyfile=True)`` once per Spark Connect session. Starting a session is in `executors.spark_session`,
+how failures come back in `executors.spark_errors`. PySpark is imported lazily: this module is imported on Spark's
+Python workers too, where only the functions the tasks run are needed.
 """
 
 from __future__ import annotations
 
 import functools
-import importlib
 import os
+import pickle
 import sys
 import threading
-import time
 import uuid
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import suppress
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from airflow_provider_deltalite.engine.errors import DeltaLiteError, ExecutorError, redact_uri
+import pyarrow as pa
+
+from airflow_provider_deltalite.engine.errors import ExecutorError
+from airflow_provider_deltalite.executors import spark_tasks as tasks
 from airflow_provider_deltalite.executors.spark_errors import (
     OK,
     describe_failure,
     error_from_record,
-    error_record,
     is_spark_error,
 )
-from airflow_provider_deltalite.executors.spark_session import start_session, wait_for_executor
+from airflow_provider_deltalite.executors.spark_session import (
+    is_connect_session,
+    resolve_master,
+    session_master,
+    shown_master,
+    start_session,
+    wait_for_executor,
+)
 from airflow_provider_deltalite.maintenance.executor import WORKER_IMPORTS
 
 if TYPE_CHECKING:
-    from pyspark import SparkContext
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 T = TypeVar("T")
 R = TypeVar("R")
 
-# How long each warm-up task keeps its worker busy, so that the warm-up tasks land on distinct workers.
-WARM_UP_HOLD_S = 0.5
 _ship_lock = threading.Lock()
 
 
-def _run_item(fn: Callable[[T], R], items: Iterator[T]) -> Iterator[tuple[int, Any]]:
-    """Runs on the Spark worker: apply ``fn`` to the partition's one item.
-
-    A `DeltaLiteError` comes back as a value rather than a task failure: it is deterministic (Spark retrying the
-    task cannot help) and, sent as an object, it keeps its class, message and attributes on the driver.
-    """
-    for item in items:
-        try:
-            result = fn(item)
-        except DeltaLiteError as exc:
-            yield error_record(exc)
-        else:
-            yield OK, result
-
-
-def _map_side(fn: Callable[[T], Iterator[tuple[int, bytes]]], items: Iterator[T]) -> Iterator[tuple[int, Any]]:
-    """Runs on the Spark worker: the map stage of `SparkExecutor.map_reduce`, a DeltaLiteError sent on as a record."""
-    for item in items:
-        try:
-            for reducer, payload in fn(item):
-                yield reducer, (OK, payload)
-        except DeltaLiteError as exc:
-            yield 0, error_record(exc)
-            return
-
-
-def _reduce_side(
-    fn: Callable[[int, Iterator[bytes]], R], reducer: int, records: Iterator[tuple[int, Any]]
-) -> Iterator[tuple[int, Any]]:
-    """Runs on the Spark worker: one reducer of `SparkExecutor.map_reduce` over the records shuffled to it."""
-    failed: list[tuple[int, Any]] = []
-
-    def payloads() -> Iterator[bytes]:
-        for _, (status, value) in records:
-            if status != OK:
-                failed.append((status, value))
-                return
-            yield value
-
-    try:
-        result = fn(reducer, payloads())
-    except DeltaLiteError as exc:
-        yield error_record(exc)
-        return
-    yield failed[0] if failed else (OK, result)
-
-
 def _label(fn: Callable[..., Any]) -> str:
-    """The function's name for job descriptions and errors (the wrapped function's, for a functools.partial)."""
+    """The function's name for errors (the wrapped function's, for a functools.partial)."""
     fn = getattr(fn, "func", fn) if isinstance(fn, functools.partial) else fn
     return getattr(fn, "__qualname__", type(fn).__name__)
 
 
-def _identity(reducer: int) -> int:
-    return reducer
-
-
-def _warm_worker(modules: tuple[str, ...], _: int) -> int:
-    """Runs on a Spark worker: import ``modules``, so later tasks find them loaded."""
-    for name in modules:
-        importlib.import_module(name)
-    # Hold the worker a moment: a task that finished at once would free its worker for the next warm-up task, and a
-    # worker that took none would stay cold.
-    time.sleep(WARM_UP_HOLD_S)
-    return os.getpid()
-
-
 class SparkExecutor:
-    """Run work items as Spark tasks, one task per item, on the executors of a classic SparkSession.
+    """Run work items as Spark tasks, one task per item, on a classic SparkSession or a Spark Connect session.
 
-    ``SparkExecutor(spark)`` wraps a session someone else owns (the spark-submit job); `SparkExecutor.start` creates
-    one and `close` stops only a session created that way.
+    Every job is a DataFrame query (``mapInArrow``), so the same code runs on both kinds of session; nothing needs a
+    SparkContext except shipping the engine to a classic session (``addPyFile``). ``SparkExecutor(spark)`` wraps a
+    session someone else owns (the spark-submit job); `SparkExecutor.start` creates one and `close` stops only a
+    session created that way.
 
     Example:
         >>> executor = SparkExecutor.start("local[2]")  # doctest: +SKIP
@@ -126,25 +75,25 @@ class SparkExecutor:
     name = "spark"
 
     def __init__(
-        self, spark: SparkSession, *, warm_imports: Sequence[str] = WORKER_IMPORTS, _owned: bool = False
+        self,
+        spark: SparkSession,
+        *,
+        warm_imports: Sequence[str] = WORKER_IMPORTS,
+        _owned: bool = False,
+        _shown: str | None = None,
     ) -> None:
-        try:
-            sc = spark.sparkContext
-        except Exception:  # Spark Connect sessions have no SparkContext, and we need RDDs
-            raise ExecutorError(
-                "the Spark executor needs a classic SparkSession; Spark Connect sessions are not supported"
-            ) from None
-        self._spark = spark
-        self._sc: SparkContext | None = sc
+        self._spark: SparkSession | None = spark
         self._owned = _owned
-        self.master = cast(str, sc.master)  # SparkContext refuses to start without spark.master
+        self.remote = is_connect_session(spark)
+        self.master = _shown or session_master(spark)
         self.warm_imports = tuple(warm_imports)
         self.warmed_workers: tuple[int, ...] = ()  # process ids of the Python workers `warm_up` started
+        self._parallelism: int | None = None
 
     @classmethod
     def start(
         cls,
-        master: str = "local[*]",
+        master: str | None = None,
         app_name: str = "deltalite",
         conf: Mapping[str, str] | None = None,
         *,
@@ -154,21 +103,27 @@ class SparkExecutor:
     ) -> SparkExecutor:
         """Create a SparkSession for ``master`` and wrap it; `close` stops it.
 
-        A ``spark://`` master must accept a TCP connection within ``connect_timeout`` seconds, and at least one
-        executor must register within ``executor_timeout`` seconds. For ``local`` masters and masters on a loopback
-        address the driver binds to 127.0.0.1 and the Python workers use this interpreter unless PYSPARK_PYTHON is
-        set. ``conf`` overrides every default set here. The workers import ``warm_imports`` before `start` returns
-        (`warm_up`); the default is what maintenance work items use (`maintenance.executor.WORKER_IMPORTS`).
+        ``master`` is a classic master (``local[...]``, ``spark://...``, ``yarn``...) or a Spark Connect address
+        (``sc://host:port``); without one, the ``SPARK_REMOTE`` environment variable (pyspark's convention) names a
+        Spark Connect server, else ``local[*]``. A ``spark://`` master or an ``sc://`` server must accept a TCP
+        connection within ``connect_timeout`` seconds, and on a classic master other than ``local`` at least one
+        executor must register within ``executor_timeout`` seconds. For ``local`` masters and masters on a
+        loopback address the driver binds to 127.0.0.1 and the Python workers use this interpreter unless
+        PYSPARK_PYTHON is set. ``conf`` overrides every default set here (on Spark Connect: runtime settings
+        only). The workers import ``warm_imports`` before `start` returns (`warm_up`); the default is what
+        maintenance work items use (`maintenance.executor.WORKER_IMPORTS`).
 
         Raises:
-            ExecutorError: the master cannot be reached, no executor registered in time, another SparkContext is
-                already running in this process, or Spark failed to start.
+            ExecutorError: the master or server cannot be reached, no executor registered in time, another
+                SparkContext is already running in this process, or Spark failed to start.
         """
+        master = resolve_master(master)
+        shown = shown_master(master)
         spark = start_session(master, app_name, conf, connect_timeout=connect_timeout)
-        executor = cls(spark, warm_imports=warm_imports, _owned=True)
+        executor = cls(spark, warm_imports=warm_imports, _owned=True, _shown=shown)
         try:
-            if not master.startswith("local"):
-                wait_for_executor(spark.sparkContext, redact_uri(master) or master, executor_timeout)
+            if not master.startswith(("local", "sc://")):  # a Connect server manages its own executors
+                wait_for_executor(spark.sparkContext, shown, executor_timeout)
             executor.warm_up()
         except BaseException:
             executor.close()
@@ -183,26 +138,39 @@ class SparkExecutor:
         environment on the executors (no pyarrow, a Python that cannot import the engine) fails here, with the
         worker's error, instead of in the middle of an operation.
         """
-        warm = functools.partial(_warm_worker, self.warm_imports)
-        self.warmed_workers = tuple(sorted(set(self.map(warm, list(range(self.parallelism))))))
+        warm = functools.partial(tasks.warm_worker, self.warm_imports)
+        # Two tasks per core: Spark hands out idle workers in turn, and an interrupted task may have left a spare
+        # worker that one round of warm-up tasks would not reach.
+        self.warmed_workers = tuple(sorted(set(self.map(warm, list(range(2 * self.parallelism))))))
 
     @property
     def parallelism(self) -> int:
-        """Spark's default parallelism (the cores of the registered executors; at least 2 on a cluster)."""
-        return int(self._context().defaultParallelism)
+        """Spark's default parallelism (the cores of the registered executors; at least 2 on a cluster).
+
+        Read once, as the number of partitions Spark gives a DataFrame with no parallelism of its own (a SparkContext
+        would tell directly, but a Spark Connect session has none).
+        """
+        if self._parallelism is None:
+            spark = self._session()
+            table = self._collect(
+                lambda: spark.range(0, 1 << 16).selectExpr("spark_partition_id() AS p").agg({"p": "max"}),
+                "parallelism",
+            )
+            self._parallelism = int(table.column(0)[0].as_py()) + 1
+        return self._parallelism
 
     @property
     def spark(self) -> SparkSession:
         """The wrapped session."""
-        return self._spark
+        return self._session()
 
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> Iterator[R]:
         """Run ``fn`` on each item as its own Spark task; yield the results as the tasks finish.
 
-        Each item is a one-task Spark job on one partition of ``sc.parallelize(items, len(items))``. Up to twice
-        the cluster's parallelism are submitted at once (driver threads) so that every core stays busy while
-        finished results are collected; unlike ``toLocalIterator``, which runs at most two partitions at a time.
-        When the caller stops iterating or an item fails, the jobs still running are cancelled.
+        Each item is a one-task query: ``mapInArrow`` over a one-row DataFrame, the task returning the pickled
+        result. Up to twice the cluster's parallelism are submitted at once (driver threads) so that every core
+        stays busy while finished results are collected. When the caller stops iterating or an item fails, the
+        queries still running are interrupted (through a tag of this call).
 
         Raises:
             DeltaLiteError: (the same class and message) when ``fn`` raised one on a worker.
@@ -211,24 +179,22 @@ class SparkExecutor:
         items = list(items)
         if not items:
             return
-        sc = self._context()
-        self._ship_engine(sc)
+        spark = self._session()
+        self._ship_engine(spark)
         label = _label(fn)
-        rdd = sc.parallelize(items, len(items))
-        task = functools.partial(_run_item, fn)
         tag = f"deltalite-{uuid.uuid4().hex}"
         slots = min(len(items), max(2, 2 * self.parallelism))
         pool = ThreadPoolExecutor(max_workers=slots, thread_name_prefix="deltalite-spark")
-        pending: set[Future[list[tuple[int, Any]]]] = set()
+        pending: set[Future[pa.Table]] = set()
 
-        def run(index: int) -> list[tuple[int, Any]]:
-            # Job tags and descriptions are thread-local in the JVM (PySpark pins one JVM thread per Python thread).
-            sc.addJobTag(tag)
-            sc.setJobDescription(f"deltalite {label} item {index + 1}/{len(items)}")
+        def run(index: int) -> pa.Table:
+            task = functools.partial(tasks.run_item, fn, items[index])
+            # Tags are per thread (classic: PySpark pins one JVM thread per Python thread; Connect: per client thread).
+            _tag(spark, tag, add=True)
             try:
-                return sc.runJob(rdd, task, [index])
+                return self._collect(lambda: spark.range(0, 1, 1, 1).mapInArrow(task, tasks.SCHEMA_DDL), label)
             finally:
-                sc.removeJobTag(tag)
+                _tag(spark, tag, add=False)
 
         try:
             for index in range(len(items)):
@@ -236,17 +202,19 @@ class SparkExecutor:
                 if len(pending) >= slots:
                     done, pending = wait(pending, return_when=FIRST_COMPLETED)
                     for future in done:
-                        yield from self._unpack(future.result, label)
+                        yield from _values(future.result())
             while pending:
                 done, pending = wait(pending, return_when=FIRST_COMPLETED)
                 for future in done:
-                    yield from self._unpack(future.result, label)
+                    yield from _values(future.result())
         finally:
-            if pending:
-                for future in pending:
-                    future.cancel()
-                with suppress(Exception):  # the context may be gone already; then nothing is left to cancel
-                    sc.cancelJobsWithTag(tag)
+            for future in pending:
+                future.cancel()
+            # Interrupt until every started query returned: a thread may submit its query just after an interrupt.
+            while pending:
+                with suppress(Exception):  # the session may be gone already; then nothing is left to interrupt
+                    _interrupt(spark, tag)
+                _, pending = wait(pending, timeout=0.2)
             pool.shutdown(wait=True, cancel_futures=True)
 
     def map_reduce(
@@ -263,6 +231,10 @@ class SparkExecutor:
         the executors' local disks, so neither side has to hold a stage's data in memory). Results come back in
         reducer order.
 
+        The stages are DataFrame queries: the map side a ``mapInArrow`` emitting (key, status, payload) rows,
+        ``repartition(num_reducers, "reducer")`` on a key chosen per reducer so that Spark's hash partitioning puts
+        each reducer in a partition of its own, and the reduce side a ``mapInArrow`` per partition.
+
         Raises:
             DeltaLiteError: (the same class and message) when either function raised one on a worker.
             ExecutorError: any other task or cluster failure, as one line with the worker's exception and message.
@@ -270,66 +242,132 @@ class SparkExecutor:
         items = list(items)
         if not items or num_reducers < 1:
             return []
-        sc = self._context()
-        self._ship_engine(sc)
+        spark = self._session()
+        self._ship_engine(spark)
         label = _label(reduce_fn)
-        shuffled = (
-            sc.parallelize(items, len(items))
-            .mapPartitions(functools.partial(_map_side, map_fn))
-            .partitionBy(num_reducers, _identity)
-        )
-        reduced = shuffled.mapPartitionsWithIndex(functools.partial(_reduce_side, reduce_fn))
-        sc.setJobDescription(f"deltalite {label}: {len(items)} map tasks, {num_reducers} reduce tasks")
-        try:
-            return list(self._unpack(reduced.collect, label))
-        finally:
-            # None clears the description (the JVM's setLocalProperty removes a null); PySpark annotates only str.
-            sc.setJobDescription(None)  # type: ignore[arg-type]
+        keys = self._partition_keys(num_reducers)
+
+        def query() -> DataFrame:
+            mapped = spark.range(0, len(items), 1, len(items)).mapInArrow(
+                functools.partial(tasks.map_side, map_fn, items, keys), tasks.SCHEMA_DDL
+            )
+            markers = spark.range(0, num_reducers, 1, min(num_reducers, max(1, self.parallelism))).mapInArrow(
+                functools.partial(tasks.markers, keys), tasks.SCHEMA_DDL
+            )
+            return (
+                mapped.unionByName(markers)
+                .repartition(num_reducers, "reducer")
+                .mapInArrow(functools.partial(tasks.reduce_side, reduce_fn), tasks.SCHEMA_DDL)
+            )
+
+        table = self._collect(query, label)
+        results: dict[int, Any] = {}
+        for reducer, value in zip(table.column("reducer").to_pylist(), _values(table), strict=True):
+            results[reducer] = value
+        missing = sorted(set(range(num_reducers)) - results.keys())
+        if missing:
+            raise ExecutorError(f"Spark job for {label} on {self.master} returned no result for reducers {missing}")
+        return [results[r] for r in range(num_reducers)]
 
     def close(self) -> None:
         """Stop the session if `start` created it; a wrapped session is left running for its owner."""
-        if self._sc is None:
-            return
-        self._sc = None
-        if self._owned:
-            self._spark.stop()
+        spark, self._spark = self._spark, None
+        if spark is not None and self._owned:
+            with suppress(Exception):  # a Connect server that went away cannot release the session; nothing to do
+                spark.stop()
 
     # -- internals -----------------------------------------------------------------------------------------
 
-    def _context(self) -> SparkContext:
-        sc = self._sc
-        if sc is None or sc._jsc is None:
-            raise ExecutorError(f"the Spark executor for {redact_uri(self.master)} is closed or its context stopped")
-        return sc
+    def _session(self) -> SparkSession:
+        spark = self._spark
+        if spark is None or (not self.remote and spark.sparkContext._jsc is None):
+            raise ExecutorError(f"the Spark executor for {self.master} is closed or its context stopped")
+        return spark
 
-    def _unpack(self, records_of: Callable[[], list[tuple[int, Any]]], label: str) -> Iterator[Any]:
-        """The values of the (status, value) records ``records_of()`` returns; errors raised as `map` documents."""
+    def _partition_keys(self, num_reducers: int) -> list[int]:
+        """For each reducer, a key that Spark's hash partitioning into ``num_reducers`` partitions sends to the
+        partition of the reducer's own number (asked of Spark, so that the hash is exactly the one it uses)."""
+        spark = self._session()
+        candidates = 64 * num_reducers  # a reducer with no key among these has odds of about e**-64
+        table = self._collect(
+            lambda: (
+                spark.range(0, candidates)
+                .selectExpr("id", f"pmod(hash(id), {num_reducers}) AS p")
+                .groupBy("p")
+                .agg({"id": "min"})
+            ),
+            "the shuffle's partition keys",
+        )
+        found = dict(zip(table.column(0).to_pylist(), table.column(1).to_pylist(), strict=True))
+        if len(found) < num_reducers:  # pragma: no cover - see above
+            raise ExecutorError(f"no partition key found for some of {num_reducers} reducers on {self.master}")
+        return [int(found[r]) for r in range(num_reducers)]
+
+    def _collect(self, query: Callable[[], DataFrame], label: str) -> pa.Table:
+        """The Arrow result of ``query()``; a Spark failure raised as the one line `map` documents."""
         try:
-            records = records_of()
+            with warnings.catch_warnings():
+                # PySpark 4.2 warns about pandas 3 when it checks the Arrow UDF's requirements; no pandas is used.
+                warnings.filterwarnings(
+                    "ignore", message="PySpark does not yet fully support pandas", category=FutureWarning
+                )
+                return query().toArrow()
         except Exception as exc:
             if not is_spark_error(exc):
                 raise
-            raise ExecutorError(describe_failure(exc, label, redact_uri(self.master))) from None
-        for status, value in records:
-            if status != OK:
-                raise error_from_record(status, value)
-            yield value
+            raise ExecutorError(describe_failure(exc, label, self.master)) from None
 
     @staticmethod
-    def _ship_engine(sc: SparkContext) -> None:
+    def _ship_engine(spark: SparkSession) -> None:
+        """Make the engine importable by the session's Python workers, once per session (classic: per context)."""
         with _ship_lock:
-            if getattr(sc, "_deltalite_engine_shipped", False):
+            holder: Any = spark if is_connect_session(spark) else spark.sparkContext
+            if getattr(holder, "_deltalite_engine_shipped", False):
                 return
             from airflow_provider_deltalite.executors.engine_zip import PACKAGE, build_package_zip
 
             package_init = sys.modules[PACKAGE].__file__ or ""
-            if not os.path.isfile(package_init):
+            if not os.path.isfile(package_init) and holder is not spark:
                 # Imported from an archive: spark-submit received the package with --py-files and ships it already.
-                sc._deltalite_engine_shipped = True  # type: ignore[attr-defined]
+                holder._deltalite_engine_shipped = True
                 return
             path = build_package_zip()
-            name = os.path.basename(path)
-            submitted = sc.getConf().get("spark.submit.pyFiles", "") or ""
-            if name not in {os.path.basename(p) for p in submitted.split(",") if p}:
-                sc.addPyFile(path)
-            sc._deltalite_engine_shipped = True  # type: ignore[attr-defined]
+            if holder is spark:
+                # Spark Connect: the zip becomes an artifact of this session, on its workers' Python path.
+                spark.addArtifacts(path, pyfile=True)
+            else:
+                submitted = holder.getConf().get("spark.submit.pyFiles", "") or ""
+                if os.path.basename(path) not in {os.path.basename(p) for p in submitted.split(",") if p}:
+                    holder.addPyFile(path)
+            holder._deltalite_engine_shipped = True
+
+
+def _tag(spark: SparkSession, tag: str, *, add: bool) -> None:
+    """Add (or remove) ``tag`` to the queries this thread starts.
+
+    A classic session's own tags do not reach the jobs of an Arrow collect (they run in a thread the JVM starts for
+    the transfer); the SparkContext's job tags, inherited by that thread, do. A Connect session has only its own.
+    """
+    if is_connect_session(spark):
+        spark.addTag(tag) if add else spark.removeTag(tag)
+    elif add:
+        spark.sparkContext.addJobTag(tag)
+    else:
+        spark.sparkContext.removeJobTag(tag)
+
+
+def _interrupt(spark: SparkSession, tag: str) -> None:
+    """Interrupt the queries tagged ``tag`` by `_tag`, in whichever thread they run."""
+    if is_connect_session(spark):
+        spark.interruptTag(tag)
+    else:
+        spark.sparkContext.cancelJobsWithTag(tag)
+
+
+def _values(table: pa.Table) -> Iterator[Any]:
+    """The results a job's (reducer, status, payload) rows carry; an error record is raised as `map` documents."""
+    for status, payload in zip(table.column("status").to_pylist(), table.column("payload").to_pylist(), strict=True):
+        value = pickle.loads(payload)
+        if status != OK:
+            raise error_from_record(status, value)
+        yield value

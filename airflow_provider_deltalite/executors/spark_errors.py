@@ -14,9 +14,11 @@ from typing import Any
 
 from airflow_provider_deltalite.engine.errors import DeltaLiteError, ExecutorError
 
-# What a task sends back: (OK, result) or (RAISED, DeltaLiteError.to_payload()).
+# What a task sends back: (OK, result) or (RAISED, DeltaLiteError.to_payload()). MARKER rows carry no data: the
+# shuffle sends one to every reducer, so that a reducer no payload reaches still runs.
 OK = 0
 RAISED = 1
+MARKER = 2
 
 _MAX_MESSAGE = 1000
 

@@ -29,20 +29,46 @@ if TYPE_CHECKING:
 _launch_settings: set[str] = set()  # the Spark settings the JVM of this process was launched with
 
 
+def resolve_master(master: str | None) -> str:
+    """The master to use: ``master`` when given, else ``SPARK_REMOTE`` (pyspark's convention), else ``local[*]``."""
+    return master or os.environ.get("SPARK_REMOTE") or "local[*]"
+
+
+def shown_master(master: str) -> str:
+    """``master`` as messages show it: no credentials (a Spark Connect address loses its ``;token=...`` options)."""
+    if master.startswith("sc://"):
+        return master.split(";", 1)[0].rstrip("/")
+    return redact_uri(master) or master
+
+
+def is_connect_session(spark: object) -> bool:
+    """Whether ``spark`` is a Spark Connect session (pyspark's ``pyspark.sql.connect`` classes) rather than classic."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def session_master(spark: SparkSession) -> str:
+    """The master a session runs on, for messages (a Connect session: the server's own master)."""
+    try:
+        return shown_master(str(spark.conf.get("spark.master")))
+    except Exception:  # a server that does not say; messages then name the kind of session
+        return "Spark Connect" if is_connect_session(spark) else "Spark"
+
+
 def start_session(
     master: str, app_name: str, conf: Mapping[str, str] | None = None, *, connect_timeout: float = 5.0
 ) -> SparkSession:
-    """A new classic SparkSession for ``master``, with the defaults `SparkExecutor.start` documents.
+    """A new SparkSession for ``master``, with the defaults `SparkExecutor.start` documents: a Spark Connect session
+    for an ``sc://`` address, else a classic one.
 
     Raises:
-        ExecutorError: the master cannot be reached, SPARK_REMOTE asks for Spark Connect, another SparkContext is
-            already running in this process, or Spark failed to start.
+        ExecutorError: the master or server cannot be reached, another SparkContext is already running in this
+            process, or Spark failed to start.
     """
-    shown = redact_uri(master) or master
+    shown = shown_master(master)
+    if master.startswith("sc://"):
+        return start_connect_session(master, shown, app_name, conf, connect_timeout)
     if master.startswith("spark://"):
         check_reachable(master, shown, connect_timeout)
-    if os.environ.get("SPARK_REMOTE") or os.environ.get("SPARK_CONNECT_MODE_ENABLED"):
-        raise ExecutorError("SPARK_REMOTE is set: the Spark executor needs a classic SparkSession, not Spark Connect")
 
     from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
@@ -98,6 +124,44 @@ def start_session(
         raise ExecutorError(f"could not start Spark with master {shown}: {first_line(exc)}") from None
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def start_connect_session(
+    url: str, shown: str, app_name: str, conf: Mapping[str, str] | None, connect_timeout: float
+) -> SparkSession:
+    """A new Spark Connect session on the server at ``url`` (``sc://host:port[/;options]``).
+
+    The server must accept a TCP connection within ``connect_timeout`` seconds (the gRPC client would otherwise
+    retry for minutes), and answer a first request. ``conf`` is set on the session (runtime SQL settings only).
+    """
+    parts = urlsplit(url.split(";", 1)[0])
+    try:
+        port = parts.port or 15002  # Spark Connect's default port
+    except ValueError:
+        raise ExecutorError(f"Spark Connect address {shown} has a bad port (expected sc://host:port)") from None
+    if not parts.hostname:
+        raise ExecutorError(f"Spark Connect address {shown} has no host (expected sc://host:port)")
+    try:
+        socket.create_connection((parts.hostname, port), timeout=connect_timeout).close()
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise ExecutorError(f"cannot reach Spark Connect server {shown} ({parts.hostname}:{port}: {reason})") from None
+    try:
+        with warnings.catch_warnings():
+            # PySpark 4.2 warns about pandas 3 when the Connect client loads; it never uses pandas for us.
+            warnings.filterwarnings(
+                "ignore", message="PySpark does not yet fully support pandas", category=FutureWarning
+            )
+            from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+            # create(), not getOrCreate(): a session of its own, which `SparkExecutor.close` may stop.
+            spark = ConnectSession.builder.remote(url).appName(app_name).create()
+        for key, value in (conf or {}).items():
+            spark.conf.set(str(key), str(value))
+        spark.version  # noqa: B018 - the first request: a server that does not speak Spark Connect fails here
+    except Exception as exc:
+        raise ExecutorError(f"could not start a Spark Connect session on {shown}: {first_line(exc)}") from None
+    return spark  # type: ignore[return-value]  # a Connect session has the classic session's API
 
 
 def check_reachable(master: str, shown: str, timeout: float) -> None:

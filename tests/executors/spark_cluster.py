@@ -229,3 +229,88 @@ def spark_submit(master: str, args: list[str], env_extra: dict[str, str]) -> sub
     return subprocess.run(
         cmd, capture_output=True, text=True, timeout=600, env=env, cwd=str(job.parents[2]), check=False
     )
+
+
+@dataclass
+class ConnectServer:
+    """A running Spark Connect server (its own local[2] Spark); `stop` ends it and its Python workers."""
+
+    url: str
+    work_dir: Path
+    process: subprocess.Popen
+
+    def logs(self) -> str:
+        log = self.work_dir / "connect.log"
+        return "\n".join(log.read_text(errors="replace").splitlines()[-30:]) if log.exists() else ""
+
+    def stop(self) -> None:
+        _signal_group(self.process, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            _signal_group(self.process, signal.SIGKILL)
+            self.process.wait()
+
+
+def start_connect_server(work_dir: Path, *, master: str = "local[2]", timeout: float = 120.0) -> ConnectServer:
+    """Start a Spark Connect server on 127.0.0.1 (spark-submit of SparkConnectServer, the jar the pyspark wheel
+    ships) whose Python workers run this interpreter, and wait until it accepts connections.
+
+    Raises:
+        RuntimeError: the server exited or did not listen within ``timeout`` seconds (the message carries its log).
+    """
+    work_dir.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    cmd = [
+        str(spark_home() / "bin" / "spark-submit"),
+        "--class",
+        "org.apache.spark.sql.connect.service.SparkConnectServer",
+        "--name",
+        "deltalite-tests-connect",
+        "--master",
+        master,
+        "--conf",
+        "spark.connect.grpc.binding.address=127.0.0.1",
+        "--conf",
+        f"spark.connect.grpc.binding.port={port}",
+        "--conf",
+        "spark.ui.enabled=false",
+        "--conf",
+        "spark.driver.host=127.0.0.1",
+        "--conf",
+        "spark.driver.bindAddress=127.0.0.1",
+        "--conf",
+        f"spark.driver.extraJavaOptions={FAST_JVM_OPTIONS}",
+        "--driver-memory",
+        "1g",
+        "spark-internal",
+    ]
+    with (work_dir / "connect.log").open("wb") as log:
+        env = spark_env()
+        env.pop("SPARK_DAEMON_MEMORY", None)  # spark-submit would size the server's heap by it
+        proc = subprocess.Popen(
+            cmd,
+            env=env,
+            cwd=work_dir,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    server = ConnectServer(f"sc://127.0.0.1:{port}", work_dir, proc)
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"the Spark Connect server exited during start-up\n{server.logs()}")
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return server
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the Spark Connect server did not listen within {timeout:g}s\n{server.logs()}")
+            time.sleep(0.2)
+    except BaseException:
+        server.stop()
+        raise

@@ -48,12 +48,12 @@ def _tree(path: Path) -> set[str]:
     }
 
 
-def test_spark_tasks_list_and_delete_exactly_as_the_local_executor(spark_local: SparkExecutor, tmp_path: Path) -> None:
+def test_spark_tasks_list_and_delete_exactly_as_the_local_executor(spark_any: SparkExecutor, tmp_path: Path) -> None:
     base = _table(tmp_path / "base")
     by_local = Path(shutil.copytree(base, tmp_path / "local"))  # copy2 and copystat keep the old times
     by_spark = Path(shutil.copytree(base, tmp_path / "spark"))
     plans = []
-    for path, executor in ((by_local, LocalExecutor(2)), (by_spark, spark_local)):
+    for path, executor in ((by_local, LocalExecutor(2)), (by_spark, spark_any)):
         dry = vacuum(DeltaTable(str(path)), **RETAIN_NOTHING, dry_run=True, executor=executor)
         plans.append(([f["path"] for f in dry.files_to_delete], dry.dirs_to_delete, dry.dirs_present_before_delete))
     assert plans[0] == plans[1]
@@ -63,7 +63,7 @@ def test_spark_tasks_list_and_delete_exactly_as_the_local_executor(spark_local: 
     assert dirs == ["a=q/b=1", "a=x/b=1%25", "a=y%20z/b=1%25", "a=q"]
 
     local = vacuum(DeltaTable(str(by_local)), **RETAIN_NOTHING, executor=LocalExecutor(2))
-    spark = vacuum(DeltaTable(str(by_spark)), **RETAIN_NOTHING, executor=spark_local)
+    spark = vacuum(DeltaTable(str(by_spark)), **RETAIN_NOTHING, executor=spark_any)
     assert (spark.executor, local.executor) == ("spark", "local")
     assert spark.objects_deleted == local.objects_deleted == 12
     assert _tree(by_spark) == _tree(by_local)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import functools
 import json
+import sys
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
 import pyarrow.parquet as pq
 import pytest
+from pyspark import cloudpickle
 
 from airflow_provider_deltalite import DeltaTable
 from airflow_provider_deltalite.executors import LocalExecutor
@@ -19,6 +21,9 @@ from airflow_provider_deltalite.maintenance.clustering.zorder import zorder
 from tests.executors.spark_cluster import spark_submit
 from tests.helpers import copy_table
 from tests.maintenance.test_zorder import _flows, _rows
+
+# The map and reduce functions below run on Spark workers, which cannot import `tests` (the Connect server's).
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 def _written(path: Path, version: int) -> list[tuple[str, str, list[dict[str, Any]]]]:
@@ -31,18 +36,29 @@ def _written(path: Path, version: int) -> list[tuple[str, str, list[dict[str, An
     )
 
 
+@pytest.mark.parametrize("path", ["shuffle", "per-partition"])
 def test_shuffled_clustering_writes_the_local_executors_files_row_for_row(
-    spark_local: SparkExecutor, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    spark_any: SparkExecutor, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str
 ) -> None:
     a = _flows(tmp_path / "a", files=6, rows=3000, partitioned=True)
     b = copy_table(a, tmp_path / "b")
     before = _rows(a)
-    # one map task per input file, and three output files per partition: every stage has several tasks
-    monkeypatch.setattr(clustering_shuffle, "GROUP_BYTES", 1)
-    monkeypatch.setattr(clustering_shuffle, "SHUFFLE_ABOVE_BYTES", 0)
     target = DeltaTable(str(a)).snapshot().size_in_bytes // 6
+    tasks: list[int] = []
+    if path == "shuffle":
+        # one map task per input file, and three output files per partition: every stage has several tasks
+        monkeypatch.setattr(clustering_shuffle, "GROUP_BYTES", 1)
+        monkeypatch.setattr(clustering_shuffle, "SHUFFLE_ABOVE_BYTES", 0)
+        shuffled = clustering_shuffle.cluster_with_shuffle
+
+        def counting(*args: Any) -> Any:
+            tasks.append(len(args[0]))
+            return shuffled(*args)
+
+        monkeypatch.setattr(clustering_shuffle, "cluster_with_shuffle", counting)
     by_local = zorder(DeltaTable(str(a)), ["sourceIP", "destPort"], target_size=target, executor=LocalExecutor(2))
-    by_spark = zorder(DeltaTable(str(b)), ["sourceIP", "destPort"], target_size=target, executor=spark_local)
+    by_spark = zorder(DeltaTable(str(b)), ["sourceIP", "destPort"], target_size=target, executor=spark_any)
+    assert tasks == ([2] if path == "shuffle" else [])  # the two partitions went through the shuffle, or did not
     assert (by_local.num_files_removed, by_local.num_files_added) == (12, 6)
     assert (by_spark.num_files_removed, by_spark.num_files_added, by_spark.executor) == (12, 6, "spark")
     assert _written(b, by_spark.committed_version) == _written(a, by_local.committed_version)
@@ -63,8 +79,8 @@ def test_small_partitions_are_clustered_one_task_each_and_large_ones_through_the
     assert not clustering_shuffle.wants_shuffle([task(101)], LocalExecutor(2))
 
 
-def test_map_reduce_routes_payloads_and_returns_results_in_reducer_order(spark_local: SparkExecutor) -> None:
-    results = spark_local.map_reduce(_emit, [1, 2, 3, 4, 5], _total, 3)
+def test_map_reduce_routes_payloads_and_returns_results_in_reducer_order(spark_any: SparkExecutor) -> None:
+    results = spark_any.map_reduce(_emit, [1, 2, 3, 4, 5], _total, 3)
     # reducer r receives the values v with v % 3 == r, each emitted v times
     assert results == [(0, 3 * 3), (1, 1 + 4 * 4), (2, 2 * 2 + 5 * 5)]
 
