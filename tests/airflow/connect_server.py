@@ -37,6 +37,7 @@ def start_sweep_server(
         "spark.driver.extraJavaOptions": FAST_JVM_OPTIONS,
         "spark.eventLog.enabled": "true",
         "spark.eventLog.dir": event_log_dir.as_uri(),
+        "spark.eventLog.compress": "false",  # searched as text
     }
     cmd = [
         str(spark_home() / "bin" / "spark-submit"),
