@@ -58,6 +58,11 @@ class ConnectRun:
             if killed:  # killed while the session started: nothing ran yet
                 raise ExecutorError(f"the {command} run on {executor.master} was stopped before it started")
             stats = COMMANDS[command].run(table, options, executor)
+        except Exception:
+            if not self._killed:
+                raise
+            # whatever the interrupted queries or the closed channel raised, the reason is the kill
+            raise ExecutorError(f"the {command} run on {executor.master} was stopped") from None
         finally:
             with self._lock:
                 self._executor = None

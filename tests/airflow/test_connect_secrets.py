@@ -215,8 +215,8 @@ def test_failures_are_one_line_naming_no_token(sweep: ConnectSweep) -> None:
     assert unreachable["str"].startswith(f"table {sweep.idle_uri}: optimize job failed: cannot reach Spark Connect ")
     bad_token = failures["optimize_bad_token"]
     assert bad_token["type"] == "DeltaLiteJobFailed"
-    assert bad_token["str"].startswith(
+    assert bad_token["str"] == (
         f"table {sweep.idle_uri}: optimize job failed: could not start a Spark Connect session on "
-        f"sc://{sweep.address}: "
+        f"sc://{sweep.address}: UNAUTHENTICATED: Invalid authentication token"
     )
     assert all("\n" not in r["str"] for r in failures.values())

@@ -11,9 +11,9 @@ This folder is the DAGS_FOLDER of the run, so it holds only this file. The test 
   ``optimize_unreachable`` and, when ``$DELTALITE_CONNECT_BAD_TOKEN`` is set, ``optimize_bad_token``.
 
 Every operator runs under `probe`: while it executes, a thread lists the task process's descendants (their command
-lines) every 20 ms, after a canary child (``sleep``) that the listing must see; it records them with whether PySpark's
-Java gateway exists in the task process, to ``probes.jsonl`` in ``$DELTALITE_CONNECT_OUT``. Failed tasks record their
-exception in ``failures.jsonl``.
+lines) every 20 ms, and a canary child (``sleep``) is ended once the listing saw it (or after 10 s); the listing is
+recorded with whether PySpark's Java gateway exists in the task process, to ``probes.jsonl`` in
+``$DELTALITE_CONNECT_OUT``. Failed tasks record their exception in ``failures.jsonl``.
 
 Driver: ``python connect_dags.py`` runs ``dag.test()`` once, each task in a task process of its own
 (`tests.airflow.task_process`), and prints one ``RESULT {json}`` line.
@@ -26,6 +26,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,7 @@ from tests.airflow.task_process import append_record, failure_record, run_dag
 DAG_ID = "deltalite_spark_connect"
 OUT = Path(os.environ.get("DELTALITE_CONNECT_OUT", "."))
 BAD_TOKEN = bool(os.environ.get("DELTALITE_CONNECT_BAD_TOKEN"))
-CANARY = ("sleep", "0.3")
+CANARY = ("sleep", "30")
 
 
 def _descendants(root: int) -> dict[int, list[str]]:
@@ -86,6 +87,10 @@ def probe(operator_class: type) -> type:
             try:
                 return super().execute(context)
             finally:
+                deadline = time.monotonic() + 10
+                while seen.get(canary.pid) != list(CANARY) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                canary.kill()
                 canary.wait()
                 stop.set()
                 watcher.join()
