@@ -14,6 +14,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, fields
@@ -39,7 +40,8 @@ DAG_ID = "deltalite_spark_connect"
 OPTIMIZE_KEYS = {camel_case(f.name) for f in fields(OptimizeStats)} - {"plan"} | {"skippedReason"}
 VACUUM_KEYS = {camel_case(f.name) for f in fields(VacuumStats)} | {"skippedReason"}
 TABLE_FILES = 6
-OPERATORS = ("optimize", "zorder", "vacuum")
+OPERATORS = ("optimize", "zorder", "vacuum", "zorder_shuffle")
+ZORDER_COLUMNS = ["user_id", "amount"]
 
 
 @dataclass
@@ -49,6 +51,7 @@ class ConnectRun:
     result: dict[str, Any]
     xcom: dict[str, Any]
     probes: dict[str, dict[str, Any]]
+    shuffles: dict[str, int]
     failures: dict[str, dict[str, Any]]
     task_logs: dict[str, str]
     output: str
@@ -96,6 +99,7 @@ def run_connect_dag(
         result=result,
         xcom={x["task"]: x["value"] for x in metadata["xcom"] if x["key"] == "return_value"},
         probes={r["task"]: r for r in _jsonl(out / "probes.jsonl")},
+        shuffles={r["task"]: r["map_reduce_calls"] for r in _jsonl(out / "shuffles.jsonl")},
         failures={r["task"]: r for r in _jsonl(out / "failures.jsonl")},
         task_logs=dict(task_logs),
         output=proc.stdout,
@@ -126,22 +130,42 @@ def _operation(path: Path, version: int) -> str:
     return next(a["commitInfo"]["operation"] for a in _actions(path, version) if "commitInfo" in a)
 
 
+def _file_rows(path: Path, files: set[str]) -> dict[str, list[list[dict[str, Any]]]]:
+    """The rows of each of ``files`` in file order, grouped by partition directory (each group sorted)."""
+    import pyarrow.parquet as pq
+
+    grouped: dict[str, list[list[dict[str, Any]]]] = collections.defaultdict(list)
+    for name in files:
+        grouped[str(Path(name).parent)].append(pq.read_table(path / name).to_pylist())
+    return {partition: sorted(tables, key=repr) for partition, tables in grouped.items()}
+
+
 @dataclass
 class Tables:
     events: Path
     idle: Path
+    shuffled: Path
     rows: collections.Counter
+    shuffled_rows: collections.Counter
     files_before: set[str]
     idle_state: dict[str, tuple]
+    local: Path  # copies of events and shuffled, maintained with the local executor
 
 
 @pytest.fixture(scope="module")
 def tables(tmp_path_factory: pytest.TempPathFactory) -> Tables:
     lake = tmp_path_factory.mktemp("connect-lake")
+    local = tmp_path_factory.mktemp("local-lake")
     create_small_file_table(str(lake / "events"), files=TABLE_FILES, rows_per_file=50)
     create_small_file_table(str(lake / "idle"), files=3, rows_per_file=10)
+    create_small_file_table(str(lake / "shuffled"), files=8, rows_per_file=40)
+    for name in ("events", "shuffled"):
+        shutil.copytree(lake / name, local / name)
     events = lake / "events"
-    return Tables(events, lake / "idle", _rows(events), _data_files(events), tree_state(lake / "idle"))
+    return Tables(
+        events, lake / "idle", lake / "shuffled", _rows(events), _rows(lake / "shuffled"), _data_files(events),
+        tree_state(lake / "idle"), local,
+    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -172,6 +196,7 @@ def test_every_task_ended_as_planned(connect_run: ConnectRun) -> None:
         "optimize": "success",
         "zorder": "success",
         "vacuum": "success",
+        "zorder_shuffle": "success",
         "optimize_unreachable": "failed",
     }, connect_run.output[-3000:] + connect_run.errors[-3000:]
 
@@ -196,7 +221,7 @@ def test_zorder_clusters_without_changing_a_row(connect_run: ConnectRun, tables:
     assert set(stats) == OPTIMIZE_KEYS
     version = TABLE_FILES + 2
     assert (stats["committedVersion"], _operation(tables.events, version)) == (version, "OPTIMIZE")
-    assert stats["zOrderStats"]["columns"] == ["user_id", "amount"]
+    assert stats["zOrderStats"]["columns"] == ZORDER_COLUMNS
     added = {unquote(a["add"]["path"]) for a in _actions(tables.events, version) if "add" in a}
     assert _live(tables.events, version) == added
     assert (stats["numFilesRemoved"], stats["numFilesAdded"]) == (2, len(added))
@@ -246,3 +271,22 @@ def test_an_unreachable_server_fails_the_task_with_one_line_and_writes_nothing(
     )
     assert "Traceback" not in failure["str"] and "\n" not in failure["str"]
     assert tree_state(tables.idle) == tables.idle_state
+
+
+def test_zorder_writes_the_files_the_local_executor_writes(connect_run: ConnectRun, tables: Tables) -> None:
+    """Per partition and through the shuffle, Spark Connect writes the rows of each file in the order the in-process
+    executor does on a copy of the table (the engine's parity promise), and delta-rs reads the table's rows."""
+    from airflow_provider_deltalite import DeltaTable
+
+    local_events = DeltaTable(str(tables.local / "events"))
+    local_events.optimize()
+    local_events.zorder(columns=ZORDER_COLUMNS)
+    local_shuffled = DeltaTable(str(tables.local / "shuffled"))
+    local_shuffled.zorder(columns=ZORDER_COLUMNS)
+    assert connect_run.shuffles == {"zorder_shuffle": 1}  # one shuffle (map_reduce) for the operation's partitions
+    stats = connect_run.xcom["zorder_shuffle"]
+    assert (stats["committedVersion"], stats["numFilesRemoved"]) == (9, 8)
+    assert _rows(tables.shuffled) == tables.shuffled_rows
+    for name, path in (("events", tables.events), ("shuffled", tables.shuffled)):
+        local = tables.local / name
+        assert _file_rows(path, _live(path)) == _file_rows(local, _live(local)), name

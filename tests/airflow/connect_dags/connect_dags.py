@@ -6,7 +6,8 @@ This folder is the DAGS_FOLDER of the run, so it holds only this file. The test 
 ``spark_connect`` (the Spark provider's ``spark_connect`` type, naming the test's server), ``spark_unreachable`` (an
 ``sc://`` address nothing listens on) and, for the sweep, ``spark_bad_token`` (the server with a wrong token).
 
-- ``optimize >> zorder >> vacuum`` on the table ``events``, each through ``spark_connect``;
+- ``optimize >> zorder >> vacuum`` on the table ``events``, each through ``spark_connect``, and ``zorder_shuffle`` on
+  the table ``shuffled``: Z-order through the clustering shuffle (`ShuffledZOrder`);
 - the failures, each on the table ``idle`` (so that "nothing written" is checked on a table nothing else touches):
   ``optimize_unreachable`` and, when ``$DELTALITE_CONNECT_BAD_TOKEN`` is set, ``optimize_bad_token``.
 
@@ -112,6 +113,31 @@ def probe(operator_class: type) -> type:
     return Probed
 
 
+class ShuffledZOrder(probe(ZOrderOperator)):  # type: ignore[misc]
+    """Z-order through the clustering shuffle (`SparkExecutor.map_reduce`) whatever the partition size: the threshold
+    is lowered in this task process, and the shuffles run are counted to ``shuffles.jsonl``."""
+
+    def execute(self, context: Any) -> Any:
+        from airflow_provider_deltalite.executors.spark import SparkExecutor
+        from airflow_provider_deltalite.maintenance.clustering import shuffle
+
+        assert hasattr(shuffle, "SHUFFLE_ABOVE_BYTES"), "the shuffle threshold moved: point this test at it"
+        shuffle.SHUFFLE_ABOVE_BYTES = 0
+        calls: list[int] = []
+        original = SparkExecutor.map_reduce
+
+        def counted(executor: Any, *args: Any, **kwargs: Any) -> Any:
+            calls.append(1)
+            return original(executor, *args, **kwargs)
+
+        SparkExecutor.map_reduce = counted  # type: ignore[method-assign]
+        try:
+            return super().execute(context)
+        finally:
+            SparkExecutor.map_reduce = original  # type: ignore[method-assign]
+            append_record(OUT, "shuffles.jsonl", {"task": self.task_id, "map_reduce_calls": len(calls)})
+
+
 def record_failure(context: Any) -> None:
     append_record(OUT, "failures.jsonl", failure_record(context))
 
@@ -131,6 +157,8 @@ with DAG(
         task_id="vacuum", table_uri="events", retention_hours=0, enforce_retention_duration=False, **connect
     )
     optimize >> zorder >> vacuum
+    # the shuffle path of Z-order, on a table of its own
+    ShuffledZOrder(task_id="zorder_shuffle", table_uri="shuffled", columns=["user_id", "amount"], **connect)
 
     Optimize(
         task_id="optimize_unreachable", table_uri="idle", deltalite_conn_id="lake", spark_conn_id="spark_unreachable"
