@@ -57,6 +57,23 @@ def classic_pyspark_missing(
     )
 
 
+def pyspark_pair_mismatch() -> str | None:
+    """One line when pyspark and pyspark-client are both installed at different versions, else None.
+
+    Both install the same ``pyspark`` package, so whichever was installed last overwrote the other's files and the
+    package mixes two releases (pip does not notice); `pip install` of the ``spark`` extra alone picks the newest
+    pyspark, which may be newer than the pyspark-client the Spark provider brought.
+    """
+    classic, client = _distribution_version("pyspark"), _distribution_version("pyspark-client")
+    if classic is None or client is None or classic == client:
+        return None
+    return (
+        f"pyspark {classic} and pyspark-client {client} are both installed and overwrite each other's pyspark "
+        f"package: install one release of both, e.g. pip install --force-reinstall --no-deps 'pyspark=={client}' "
+        f"'pyspark-client=={client}'"
+    )
+
+
 def require_classic_pyspark(needed_for: str) -> None:
     """Raise `ExecutorError` with `classic_pyspark_missing`'s line when classic pyspark is not installed."""
     missing = classic_pyspark_missing(needed_for)
@@ -104,9 +121,13 @@ def start_session(
 
     Raises:
         ExecutorError: the master or server cannot be reached, another SparkContext is already running in this
-            process, or Spark failed to start.
+            process, Spark failed to start, classic pyspark is missing for a classic master
+            (`classic_pyspark_missing`), or pyspark and pyspark-client of different releases are installed.
     """
     shown = shown_master(master)
+    mismatch = pyspark_pair_mismatch()
+    if mismatch is not None:
+        raise ExecutorError(mismatch)
     if master.startswith("sc://"):
         return start_connect_session(master, shown, app_name, conf, connect_timeout)
     require_classic_pyspark(f"Spark master {shown}")

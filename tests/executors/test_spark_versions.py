@@ -139,6 +139,27 @@ def test_without_classic_pyspark_a_local_master_names_the_spark_extra(env40: Non
     assert tree_state(table) == before
 
 
+def test_pyspark_and_pyspark_client_of_two_releases_give_one_line(env40: None, tmp_path: Path) -> None:
+    # this environment's classic pyspark 4.2 with the 4.0 environment's pyspark-client ahead of it on the path: the
+    # mixed `pyspark` package a pip install of two releases leaves behind
+    table = copy_table(DV_TABLE, tmp_path / "t")
+    before = tree_state(table)
+    (site_packages,) = spark40.VENV.glob("lib/python*/site-packages")
+    env = {k: v for k, v in os.environ.items() if k != "SPARK_REMOTE"}
+    env["PYTHONPATH"] = os.pathsep.join([str(spark40.ROOT), str(site_packages)])
+    for master in ("local[2]", "sc://127.0.0.1:1"):
+        args = ["optimize", str(table), "--executor", "spark", "--spark-master", master]
+        cmd = [sys.executable, "-m", "airflow_provider_deltalite", *args]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env, check=False)
+        assert (out.returncode, out.stdout) == (2, ""), out
+        assert out.stderr == (
+            f"deltalite: error: pyspark 4.2.0 and pyspark-client {spark40.VERSION} are both installed and overwrite "
+            "each other's pyspark package: install one release of both, e.g. pip install --force-reinstall "
+            f"--no-deps 'pyspark=={spark40.VERSION}' 'pyspark-client=={spark40.VERSION}'\n"
+        )
+    assert tree_state(table) == before
+
+
 # -- Spark 4.0 over Spark Connect ------------------------------------------------------------------------------
 
 
