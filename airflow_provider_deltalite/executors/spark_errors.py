@@ -9,6 +9,7 @@ naming the worker's exception. PySpark is imported lazily: this module runs on S
 
 from __future__ import annotations
 
+import re
 from contextlib import suppress
 from typing import Any
 
@@ -21,6 +22,10 @@ RAISED = 1
 MARKER = 2
 
 _MAX_MESSAGE = 1000
+
+# What the Spark workers' Python must have besides pyspark (the engine itself comes in the shipped zip).
+WORKER_REQUIREMENTS = ("pyarrow", "fsspec", "numpy")
+_NO_MODULE = re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'")
 
 
 def error_record(exc: DeltaLiteError) -> tuple[int, Any]:
@@ -42,11 +47,16 @@ def error_from_record(status: int, value: Any) -> DeltaLiteError:
 def is_spark_error(exc: BaseException) -> bool:
     """Whether ``exc`` is a failure reported by Spark (PySpark or Py4J) rather than a bug on the driver."""
     try:
-        from py4j.protocol import Py4JError
         from pyspark.errors import PySparkException
     except ImportError:  # pragma: no cover - pyspark is there whenever this executor runs
         return False
-    return isinstance(exc, PySparkException | Py4JError)
+    if isinstance(exc, PySparkException):
+        return True
+    try:  # classic pyspark only: pyspark-client (Spark Connect) comes without py4j
+        from py4j.protocol import Py4JError
+    except ImportError:
+        return False
+    return isinstance(exc, Py4JError)
 
 
 def first_line(exc: BaseException) -> str:
@@ -85,10 +95,30 @@ def worker_exception(text: str) -> str | None:
     return tail or None
 
 
+def _missing_worker_module(raised: str) -> str | None:
+    """The required module a worker's ``"ModuleNotFoundError: No module named 'x'"`` names, else None."""
+    match = _NO_MODULE.fullmatch(raised)
+    if match is None or match.group(1).split(".")[0] not in WORKER_REQUIREMENTS:
+        return None
+    return match.group(1)
+
+
 def describe_failure(exc: BaseException, label: str, master: str | None) -> str:
-    """One line for a failed Spark task or job: the worker's exception when the text holds one, else Spark's."""
+    """One line for a failed Spark task or job: the worker's exception when the text holds one, else Spark's.
+
+    A worker whose Python lacks a module every task needs (pyarrow, which Spark's Arrow tasks import before any of
+    ours runs, fsspec, numpy) gets a line saying so: it is the cluster's environment, not the item, that is wrong.
+    """
     raised = worker_exception(str(exc))
     if raised is not None:
+        missing = _missing_worker_module(raised)
+        if missing is not None:
+            # Spark's error names its own files, never the worker's interpreter: say where that Python is chosen.
+            return _clip(
+                f"the Python of the Spark workers on {master} cannot import {missing} ({raised}): install "
+                f"{', '.join(WORKER_REQUIREMENTS)} for the Python the workers run (PYSPARK_PYTHON or "
+                "spark.pyspark.python of the cluster or Spark Connect server)"
+            )
         return _clip(f"Spark task {label} failed on {master}: {raised}")
     message = str(exc)
     java = getattr(exc, "java_exception", None)  # Py4JJavaError: str() starts with "An error occurred while calling"

@@ -8,6 +8,8 @@ works out of the box. PySpark is imported lazily.
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import ipaddress
 import os
 import socket
@@ -27,6 +29,63 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 _launch_settings: set[str] = set()  # the Spark settings the JVM of this process was launched with
+
+SPARK_EXTRA = "airflow-provider-deltalite[spark]"
+
+
+def classic_pyspark_missing(
+    needed_for: str, *, instead: str = "use a Spark Connect server (sc://host:port)"
+) -> str | None:
+    """None when classic pyspark (SparkContext, the JVM launcher) is importable; else one line saying that
+    ``needed_for`` needs it and how to install it: the ``spark`` extra with the same pyspark version as the
+    pyspark-client installed here, or what to do ``instead``.
+
+    pyspark-client (which the Spark provider depends on) installs the same ``pyspark`` package without its classic
+    half (``pyspark.core``, the jars, ``bin/spark-submit``): it talks to Spark Connect servers only.
+    """
+    try:
+        if importlib.util.find_spec("pyspark.core") is not None:
+            return None
+    except ImportError:  # no pyspark package at all
+        pass
+    client = _distribution_version("pyspark-client")
+    if client is None:
+        return f"{needed_for} needs classic pyspark, which is not installed: pip install '{SPARK_EXTRA}', or {instead}"
+    return (
+        f"{needed_for} needs classic pyspark, but only pyspark-client {client} is installed: "
+        f"pip install '{SPARK_EXTRA}' 'pyspark=={client}' (the same version as your pyspark-client), or {instead}"
+    )
+
+
+def pyspark_pair_mismatch() -> str | None:
+    """One line when pyspark and pyspark-client are both installed at different versions, else None.
+
+    Both install the same ``pyspark`` package, so whichever was installed last overwrote the other's files and the
+    package mixes two releases (pip does not notice); `pip install` of the ``spark`` extra alone picks the newest
+    pyspark, which may be newer than the pyspark-client the Spark provider brought.
+    """
+    classic, client = _distribution_version("pyspark"), _distribution_version("pyspark-client")
+    if classic is None or client is None or classic == client:
+        return None
+    return (
+        f"pyspark {classic} and pyspark-client {client} are both installed and overwrite each other's pyspark "
+        f"package: install one release of both, e.g. pip install --force-reinstall --no-deps 'pyspark=={client}' "
+        f"'pyspark-client=={client}'"
+    )
+
+
+def require_classic_pyspark(needed_for: str) -> None:
+    """Raise `ExecutorError` with `classic_pyspark_missing`'s line when classic pyspark is not installed."""
+    missing = classic_pyspark_missing(needed_for)
+    if missing is not None:
+        raise ExecutorError(missing)
+
+
+def _distribution_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def resolve_master(master: str | None) -> str:
@@ -62,11 +121,16 @@ def start_session(
 
     Raises:
         ExecutorError: the master or server cannot be reached, another SparkContext is already running in this
-            process, or Spark failed to start.
+            process, Spark failed to start, classic pyspark is missing for a classic master
+            (`classic_pyspark_missing`), or pyspark and pyspark-client of different releases are installed.
     """
     shown = shown_master(master)
+    mismatch = pyspark_pair_mismatch()
+    if mismatch is not None:
+        raise ExecutorError(mismatch)
     if master.startswith("sc://"):
         return start_connect_session(master, shown, app_name, conf, connect_timeout)
+    require_classic_pyspark(f"Spark master {shown}")
     if master.startswith("spark://"):
         check_reachable(master, shown, connect_timeout)
 

@@ -39,6 +39,7 @@ from typing import Any
 from airflow.providers.apache.spark.hooks.spark_submit import DEFAULT_SPARK_BINARY, SparkSubmitHook
 from airflow.providers.common.compat.sdk import AirflowNotFoundException, Connection
 
+from airflow_provider_deltalite.executors.spark_session import classic_pyspark_missing
 from airflow_provider_deltalite.hooks.deltalite import InvalidConnection
 
 DEFAULT_SPARK_CONN_ID = "spark_default"
@@ -49,12 +50,21 @@ KILL_GRACE_SECONDS = 10.0
 
 
 def pyspark_home() -> Path:
-    """The installed pyspark package directory: a complete Spark distribution (``bin/``, ``jars/``)."""
+    """The installed classic pyspark package directory: a complete Spark distribution (``bin/``, ``jars/``).
+
+    Raises:
+        InvalidConnection: classic pyspark is not installed (pyspark-client alone has no ``bin/``): one line naming
+            the ``spark`` extra and the pyspark version to install with it.
+    """
     import importlib.util
 
+    missing = classic_pyspark_missing(
+        "spark-submit (not on PATH, SPARK_HOME not set)",
+        instead="set SPARK_HOME to your Spark, or use a spark_connect connection",
+    )
     spec = importlib.util.find_spec("pyspark")
-    if spec is None or spec.origin is None:
-        raise InvalidConnection("pyspark is not installed: install apache-airflow-providers-apache-spark[pyspark]")
+    if missing is not None or spec is None or spec.origin is None:
+        raise InvalidConnection(missing or "pyspark is not installed")
     return Path(spec.origin).resolve().parent
 
 
@@ -72,7 +82,7 @@ def locate_spark_submit(binary: str, environ: Mapping[str, str] | None = None) -
 
     Raises:
         InvalidConnection: no such binary on ``PATH`` or in ``$SPARK_HOME/bin``, and no classic pyspark package (one
-            with ``bin/spark-submit``) to fall back to.
+            with ``bin/spark-submit``) to fall back to (`pyspark_home`).
     """
     env = os.environ if environ is None else environ
     if os.sep in binary or shutil.which(binary, path=env.get("PATH", os.defpath)):
@@ -85,16 +95,12 @@ def locate_spark_submit(binary: str, environ: Mapping[str, str] | None = None) -
         raise InvalidConnection(f"{binary} is not on PATH and SPARK_HOME ({home}) has no bin/{binary}")
     if binary != DEFAULT_SPARK_BINARY:
         raise InvalidConnection(f"{binary} is not on PATH and SPARK_HOME is not set")
-    try:
-        bundled = Path(bundled_spark_submit())
-    except InvalidConnection:
-        bundled = None
-    if bundled is None or not bundled.is_file():
-        # pyspark-client installs the pyspark package without bin/ and jars/: it can talk Spark Connect, not submit
+    # pyspark-client installs the pyspark package without bin/ and jars/: it can talk Spark Connect, not submit
+    bundled = Path(bundled_spark_submit())
+    if not bundled.is_file():
         raise InvalidConnection(
-            "no Spark to run spark-submit with: it is not on PATH, SPARK_HOME is not set, and no classic pyspark is "
-            "installed (pyspark-client has no spark-submit): set SPARK_HOME to your Spark, or install pyspark, the "
-            "same version as your pyspark-client"
+            f"spark-submit is not on PATH, SPARK_HOME is not set, and the installed pyspark ({bundled.parents[1]}) has "
+            "no bin/spark-submit: set SPARK_HOME to your Spark"
         )
     return str(bundled), str(bundled.parent.parent)
 

@@ -232,6 +232,9 @@ def _spark_executor(app_name: str) -> tuple[SparkExecutor, SparkSession | None]:
     no gateway), the job starts a quiet local Spark on loopback, as `SparkExecutor.start` does. A session already
     running in this process (tests, notebooks) is reused and left running.
     """
+    from airflow_provider_deltalite.executors.spark_session import require_classic_pyspark
+
+    require_classic_pyspark("the deltalite Spark job")  # pyspark-client alone has no SparkContext
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 

@@ -7,6 +7,7 @@ The site's Spark is a real installation made for the test: a ``SPARK_HOME`` that
 from __future__ import annotations
 
 import collections
+import importlib.metadata
 import json
 import os
 import shutil
@@ -80,14 +81,17 @@ def test_the_spark_submit_is_found_on_path_then_in_spark_home_then_in_the_pip_pa
         locate_spark_submit("spark3-submit", {"PATH": str(empty), "SPARK_HOME": str(site)})
 
 
-def test_without_any_spark_submit_the_error_says_what_to_install(tmp_path: Path) -> None:
-    # pyspark-client's layout: the pyspark package without bin/ and jars/ (Spark Connect only)
+@pytest.mark.parametrize("layout", ["pyspark-client", "classic without bin"])
+def test_without_any_spark_submit_the_error_says_what_to_install(tmp_path: Path, layout: str) -> None:
+    # pyspark-client's layout: the pyspark package without its classic half (core/, bin/, jars/): Spark Connect only;
+    # or a classic package without bin/ (the python/ directory of a Spark distribution, say)
+    left_out = ("bin", "jars", "sbin", "core") if layout == "pyspark-client" else ("bin", "jars", "sbin")
     client = tmp_path / "site-packages" / "pyspark"
     client.mkdir(parents=True)
     for entry in pyspark_home().iterdir():
         if entry.is_file():
             shutil.copy(entry, client / entry.name)
-        elif entry.name not in ("bin", "jars", "sbin"):
+        elif entry.name not in left_out:
             (client / entry.name).symlink_to(entry)
     script = (
         "import json, pyspark\n"
@@ -101,13 +105,21 @@ def test_without_any_spark_submit_the_error_says_what_to_install(tmp_path: Path)
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
     name, message, module = json.loads(out.stdout.strip().splitlines()[-1])
-    assert Path(module).parent == client  # the client-only package was the one found
-    assert (name, message) == (
-        "InvalidConnection",
-        "no Spark to run spark-submit with: it is not on PATH, SPARK_HOME is not set, and no classic pyspark is "
-        "installed (pyspark-client has no spark-submit): set SPARK_HOME to your Spark, or install pyspark, the same "
-        "version as your pyspark-client",
-    )
+    assert Path(module).parent == client  # the package laid out here was the one found
+    client_version = importlib.metadata.version("pyspark-client")
+    if layout == "pyspark-client":
+        expected = (
+            f"spark-submit (not on PATH, SPARK_HOME not set) needs classic pyspark, but only pyspark-client "
+            f"{client_version} is installed: pip install 'airflow-provider-deltalite[spark]' "
+            f"'pyspark=={client_version}' (the same version as your pyspark-client), or set SPARK_HOME to your "
+            "Spark, or use a spark_connect connection"
+        )
+    else:
+        expected = (
+            f"spark-submit is not on PATH, SPARK_HOME is not set, and the installed pyspark ({client}) has no "
+            "bin/spark-submit: set SPARK_HOME to your Spark"
+        )
+    assert (name, message) == ("InvalidConnection", expected)
 
 
 def test_the_hook_takes_spark_binary_from_the_argument_then_the_connection(

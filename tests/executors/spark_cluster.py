@@ -39,13 +39,14 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).resolve().parent
 
 
-def spark_env() -> dict[str, str]:
-    """The environment for Spark daemons: loopback only, workers' Python = this interpreter, no repo on PYTHONPATH."""
+def spark_env(home: Path | None = None, python: str | None = None) -> dict[str, str]:
+    """The environment for Spark daemons: loopback only, no repo on PYTHONPATH, the Spark distribution ``home``
+    (default: this interpreter's pyspark) and workers' Python ``python`` (default: this interpreter)."""
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)  # executors must get the engine from the shipped zip, not from the repository
     env.update(
-        SPARK_HOME=str(spark_home()),
-        PYSPARK_PYTHON=sys.executable,
+        SPARK_HOME=str(home or spark_home()),
+        PYSPARK_PYTHON=python or sys.executable,
         SPARK_LOCAL_IP="127.0.0.1",
         SPARK_LOCAL_HOSTNAME="127.0.0.1",
         SPARK_DAEMON_JAVA_OPTS=FAST_JVM_OPTIONS,
@@ -252,9 +253,19 @@ class ConnectServer:
             self.process.wait()
 
 
-def start_connect_server(work_dir: Path, *, master: str = "local[2]", timeout: float = 120.0) -> ConnectServer:
+def start_connect_server(
+    work_dir: Path,
+    *,
+    master: str = "local[2]",
+    timeout: float = 120.0,
+    home: Path | None = None,
+    python: str | None = None,
+) -> ConnectServer:
     """Start a Spark Connect server on 127.0.0.1 (spark-submit of SparkConnectServer, the jar the pyspark wheel
     ships) whose Python workers run this interpreter, and wait until it accepts connections.
+
+    ``home`` is another Spark distribution to run the server from (a classic pyspark package directory of another
+    version), ``python`` another Python for its workers (``PYSPARK_PYTHON``).
 
     Raises:
         RuntimeError: the server exited or did not listen within ``timeout`` seconds (the message carries its log).
@@ -262,7 +273,7 @@ def start_connect_server(work_dir: Path, *, master: str = "local[2]", timeout: f
     work_dir.mkdir(parents=True, exist_ok=True)
     port = free_port()
     cmd = [
-        str(spark_home() / "bin" / "spark-submit"),
+        str((home or spark_home()) / "bin" / "spark-submit"),
         "--class",
         "org.apache.spark.sql.connect.service.SparkConnectServer",
         "--name",
@@ -286,7 +297,7 @@ def start_connect_server(work_dir: Path, *, master: str = "local[2]", timeout: f
         "spark-internal",
     ]
     with (work_dir / "connect.log").open("wb") as log:
-        env = spark_env()
+        env = spark_env(home, python)
         env.pop("SPARK_DAEMON_MEMORY", None)  # spark-submit would size the server's heap by it
         proc = subprocess.Popen(
             cmd,
