@@ -158,6 +158,7 @@ def tables(tmp_path_factory: pytest.TempPathFactory) -> Tables:
     local = tmp_path_factory.mktemp("local-lake")
     create_small_file_table(str(lake / "events"), files=TABLE_FILES, rows_per_file=50)
     create_small_file_table(str(lake / "idle"), files=3, rows_per_file=10)
+    create_small_file_table(str(lake / "compacted"), files=2, rows_per_file=10)  # a file per partition
     create_small_file_table(str(lake / "shuffled"), files=8, rows_per_file=40)
     for name in ("events", "shuffled"):
         shutil.copytree(lake / name, local / name)
@@ -197,6 +198,7 @@ def test_every_task_ended_as_planned(connect_run: ConnectRun) -> None:
         "zorder": "success",
         "vacuum": "success",
         "zorder_shuffle": "success",
+        "optimize_skipped": "success",
         "optimize_unreachable": "failed",
     }, connect_run.output[-3000:] + connect_run.errors[-3000:]
 
@@ -248,7 +250,7 @@ def test_vacuum_deletes_exactly_the_unreferenced_files(connect_run: ConnectRun, 
 
 
 def test_no_jvm_and_no_java_gateway_in_the_task_processes(connect_run: ConnectRun) -> None:
-    assert sorted(connect_run.probes) == sorted([*OPERATORS, "optimize_unreachable"])
+    assert sorted(connect_run.probes) == sorted([*OPERATORS, "optimize_skipped", "optimize_unreachable"])
     for task, probe in connect_run.probes.items():
         children = probe["children"]
         assert ["sleep", "30"] in children, task  # the watch saw the canary: it would have seen a JVM too
@@ -290,3 +292,14 @@ def test_zorder_writes_the_files_the_local_executor_writes(connect_run: ConnectR
     for name, path in (("events", tables.events), ("shuffled", tables.shuffled)):
         local = tables.local / name
         assert _file_rows(path, _live(path)) == _file_rows(local, _live(local)), name
+
+
+def test_the_preflight_decides_in_the_worker_without_contacting_the_server(connect_run: ConnectRun) -> None:
+    stats = connect_run.xcom["optimize_skipped"]  # through the unreachable address: never contacted
+    assert (stats["skippedReason"], stats["dryRun"], stats["numFilesRemoved"]) == ("nothing to compact", True, 0)
+    assert "skipped without starting Spark: nothing to compact" in connect_run.task_logs["optimize_skipped"]
+
+
+def test_spark_submit_arguments_are_named_as_ignored(connect_run: ConnectRun) -> None:
+    assert "spark-submit arguments ignored on Spark Connect: executor_memory" in connect_run.task_logs["zorder"]
+    assert "ignored on Spark Connect" not in connect_run.task_logs["optimize"]

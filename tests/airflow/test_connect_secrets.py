@@ -39,7 +39,7 @@ from tests.executors.spark_cluster import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.s3]
 
-SUCCEEDING = ("optimize", "zorder", "vacuum", "zorder_shuffle")
+SUCCEEDING = ("optimize", "zorder", "vacuum", "zorder_shuffle", "optimize_skipped")
 FAILING = ("optimize_unreachable", "optimize_bad_token")
 
 
@@ -104,6 +104,7 @@ def sweep(
     s3fs.S3FileSystem(**s3).call_s3("create_bucket", Bucket=bucket)
     create_small_file_table(f"s3://{bucket}/events", files=6, rows_per_file=20, storage_options=s3)
     create_small_file_table(f"s3://{bucket}/shuffled", files=4, rows_per_file=10, storage_options=s3)
+    create_small_file_table(f"s3://{bucket}/compacted", files=2, rows_per_file=5, storage_options=s3)
     create_small_file_table(f"s3://{bucket}/idle", files=4, rows_per_file=5, storage_options=s3)
 
     ui_port = free_port()
@@ -194,7 +195,11 @@ def test_the_operations_ran_on_the_server_and_committed(sweep: ConnectSweep) -> 
     assert (xcom["optimize"]["committedVersion"], xcom["zorder"]["committedVersion"]) == (7, 8)
     assert (xcom["vacuum"]["committedVersions"], xcom["vacuum"]["objectsDeleted"]) == ([9, 10], 8)
     assert (xcom["zorder_shuffle"]["committedVersion"], sweep.run.shuffles) == (5, {"zorder_shuffle": 1})
-    assert all(xcom[t]["executor"] == "spark" for t in SUCCEEDING)
+    assert all(xcom[t]["executor"] == "spark" for t in SUCCEEDING if t != "optimize_skipped")
+    assert (xcom["optimize_skipped"]["skippedReason"], xcom["optimize_skipped"]["executor"]) == (
+        "nothing to compact",
+        "local",  # the preflight's dry run, in the worker
+    )
 
 
 def test_the_searched_places_hold_the_queries(sweep: ConnectSweep) -> None:

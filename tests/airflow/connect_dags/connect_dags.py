@@ -8,6 +8,7 @@ This folder is the DAGS_FOLDER of the run, so it holds only this file. The test 
 
 - ``optimize >> zorder >> vacuum`` on the table ``events``, each through ``spark_connect``, and ``zorder_shuffle`` on
   the table ``shuffled``: Z-order through the clustering shuffle (`ShuffledZOrder`);
+- ``optimize_skipped``: through the unreachable address on the table ``compacted``, which has nothing to compact;
 - the failures, each on the table ``idle`` (so that "nothing written" is checked on a table nothing else touches):
   ``optimize_unreachable`` and, when ``$DELTALITE_CONNECT_BAD_TOKEN`` is set, ``optimize_bad_token``.
 
@@ -152,7 +153,10 @@ with DAG(
 ) as dag:
     connect = {"deltalite_conn_id": "lake", "spark_conn_id": "spark_connect"}
     optimize = Optimize(task_id="optimize", table_uri="events", **connect)
-    zorder = ZOrder(task_id="zorder", table_uri="events", columns=["user_id", "amount"], **connect)
+    # executor_memory means nothing to a Connect server: the task log says it was ignored
+    zorder = ZOrder(
+        task_id="zorder", table_uri="events", columns=["user_id", "amount"], executor_memory="1g", **connect
+    )
     vacuum = Vacuum(
         task_id="vacuum", table_uri="events", retention_hours=0, enforce_retention_duration=False, **connect
     )
@@ -160,6 +164,10 @@ with DAG(
     # the shuffle path of Z-order, on a table of its own
     ShuffledZOrder(task_id="zorder_shuffle", table_uri="shuffled", columns=["user_id", "amount"], **connect)
 
+    # nothing to compact in ``compacted``: the preflight decides in the worker, no server is contacted
+    Optimize(
+        task_id="optimize_skipped", table_uri="compacted", deltalite_conn_id="lake", spark_conn_id="spark_unreachable"
+    )
     Optimize(
         task_id="optimize_unreachable", table_uri="idle", deltalite_conn_id="lake", spark_conn_id="spark_unreachable"
     )
