@@ -200,6 +200,7 @@ def test_every_task_ended_as_planned(connect_run: ConnectRun) -> None:
         "zorder_shuffle": "success",
         "optimize_skipped": "success",
         "optimize_unreachable": "failed",
+        "optimize_bad_where": "failed",
     }, connect_run.output[-3000:] + connect_run.errors[-3000:]
 
 
@@ -250,7 +251,9 @@ def test_vacuum_deletes_exactly_the_unreferenced_files(connect_run: ConnectRun, 
 
 
 def test_no_jvm_and_no_java_gateway_in_the_task_processes(connect_run: ConnectRun) -> None:
-    assert sorted(connect_run.probes) == sorted([*OPERATORS, "optimize_skipped", "optimize_unreachable"])
+    assert sorted(connect_run.probes) == sorted(
+        [*OPERATORS, "optimize_skipped", "optimize_unreachable", "optimize_bad_where"]
+    )
     for task, probe in connect_run.probes.items():
         children = probe["children"]
         assert ["sleep", "30"] in children, task  # the watch saw the canary: it would have seen a JVM too
@@ -272,6 +275,13 @@ def test_an_unreachable_server_fails_the_task_with_one_line_and_writes_nothing(
         f"({address}: Connection refused)",
     )
     assert "Traceback" not in failure["str"] and "\n" not in failure["str"]
+    # the engine's error, raised by the run in the worker, is the spark-submit job's line too
+    bad_where = connect_run.failures["optimize_bad_where"]
+    assert (bad_where["type"], bad_where["str"]) == (
+        "DeltaLiteJobFailed",
+        f"table {tables.idle}: optimize job failed: where may only reference partition columns; 'amount' is not one "
+        "(partition columns: date)",
+    )
     assert tree_state(tables.idle) == tables.idle_state
 
 

@@ -40,7 +40,7 @@ from tests.executors.spark_cluster import free_port
 pytestmark = [pytest.mark.slow, pytest.mark.s3]
 
 SUCCEEDING = ("optimize", "zorder", "vacuum", "zorder_shuffle", "optimize_skipped")
-FAILING = ("optimize_unreachable", "optimize_bad_token")
+FAILING = ("optimize_unreachable", "optimize_bad_where", "optimize_bad_token")
 
 
 @dataclass

@@ -10,7 +10,8 @@ This folder is the DAGS_FOLDER of the run, so it holds only this file. The test 
   the table ``shuffled``: Z-order through the clustering shuffle (`ShuffledZOrder`);
 - ``optimize_skipped``: through the unreachable address on the table ``compacted``, which has nothing to compact;
 - the failures, each on the table ``idle`` (so that "nothing written" is checked on a table nothing else touches):
-  ``optimize_unreachable`` and, when ``$DELTALITE_CONNECT_BAD_TOKEN`` is set, ``optimize_bad_token``.
+  ``optimize_unreachable``, ``optimize_bad_where`` (without the preflight, so the run on Connect raises it) and,
+  when ``$DELTALITE_CONNECT_BAD_TOKEN`` is set, ``optimize_bad_token``.
 
 Every operator runs under `probe`: while it executes, a thread lists the task process's descendants (their command
 lines) every 20 ms, and a canary child (``sleep``) is ended once the listing saw it (or after 10 s); the listing is
@@ -171,6 +172,8 @@ with DAG(
     Optimize(
         task_id="optimize_unreachable", table_uri="idle", deltalite_conn_id="lake", spark_conn_id="spark_unreachable"
     )
+    # the engine's error from the run on Connect (no preflight to catch it first)
+    Optimize(task_id="optimize_bad_where", table_uri="idle", where="amount > 3", preflight=False, **connect)
     if BAD_TOKEN:
         Optimize(
             task_id="optimize_bad_token", table_uri="idle", deltalite_conn_id="lake", spark_conn_id="spark_bad_token"
