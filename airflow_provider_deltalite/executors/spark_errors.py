@@ -60,7 +60,13 @@ def is_spark_error(exc: BaseException) -> bool:
 
 
 def first_line(exc: BaseException) -> str:
-    """The first line of ``exc``'s message (its class name when it has none), clipped."""
+    """The first line of ``exc``'s message (its class name when it has none), clipped; a gRPC error (a Spark Connect
+    server refusing a request) as its status and details, which its multi-line text starts without."""
+    for error in (exc, exc.__cause__, exc.__context__):  # pyspark wraps the gRPC error, keeping it as the context
+        code, details = getattr(error, "code", None), getattr(error, "details", None)
+        if callable(code) and callable(details):
+            with suppress(Exception):
+                return _clip(f"{code().name}: {details()}")
     text = str(exc).strip()
     line = text.splitlines()[0] if text else type(exc).__name__
     return _clip(line)

@@ -16,7 +16,10 @@ What it adds to the Spark provider's operator, shared by `OptimizeOperator`, `ZO
   fields, never from SparkSubmitOperator's private attributes, so a newer Spark provider's arguments pass through;
 - the job writes its stats JSON to a result location (a private temp file when the driver runs here, ``result_uri``
   in cluster mode) which the operator reads, deletes and returns as a plain dict (XCom ``return_value``);
-- a failed job fails the task with one line: the driver's ``deltalite: error: ...`` when it printed one.
+- a failed job fails the task with one line: the driver's ``deltalite: error: ...`` when it printed one;
+- a ``spark_connect`` Spark connection (the Spark provider's type, `hooks.spark_connect`) runs the operation in this
+  process instead (`jobs.connect_run`): no spark-submit and no JVM here, only the work items run on the server; the
+  stats, the one-line failures and `on_kill` are the same, and the connection's token is masked.
 
 Retries are safe: every run plans from the newest snapshot, so a retry after a committed OPTIMIZE finds nothing to
 compact, and a retried VACUUM deletes what is still there.
@@ -42,13 +45,16 @@ from airflow.providers.common.compat.sdk import mask_secret
 from airflow_provider_deltalite.engine.errors import DeltaLiteError, InvalidArgument, StorageError, redact_uri
 from airflow_provider_deltalite.engine.storage import delete_file, normalize_table_uri, read_bytes, uri_scheme
 from airflow_provider_deltalite.executors.engine_zip import build_package_zip
+from airflow_provider_deltalite.executors.spark_errors import first_line
 from airflow_provider_deltalite.hooks.deltalite import DeltaLiteHook, InvalidConnection
+from airflow_provider_deltalite.hooks.spark_connect import spark_connect_url
 from airflow_provider_deltalite.hooks.spark_submit import (
     DEFAULT_SPARK_CONN_ID,
     ERROR_PREFIX,
     DeltaLiteSparkSubmitHook,
 )
 from airflow_provider_deltalite.jobs import driver
+from airflow_provider_deltalite.jobs.connect_run import ConnectRun
 from airflow_provider_deltalite.maintenance.options import MaintenanceOptions, optional_text, whole_number
 
 if TYPE_CHECKING:
@@ -66,6 +72,8 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._=-]+")
 HOOK_ARGUMENTS = frozenset(inspect.signature(SparkSubmitHook.__init__).parameters) - {"self"}
 # ...except those the operator decides itself.
 _OPERATOR_ARGUMENTS = frozenset({"conn_id", "application_args"})
+# The SparkSubmitOperator arguments that mean something on a Spark Connect session (its runtime settings).
+_CONNECT_ARGUMENTS = frozenset({"conf"})
 
 
 class DeltaLiteJobFailed(DeltaLiteError):
@@ -105,7 +113,10 @@ class DeltaLiteSparkJobOperator(SparkSubmitOperator):
         table_uri: the table: an absolute path or URI, or a path relative to the connection's base URI (templated).
         deltalite_conn_id: the ``deltalite`` connection with the base URI and storage credentials; None (default)
             uses the table URI as given with the environment's credentials (templated).
-        spark_conn_id: the Spark connection (default ``spark_default``: ``local[*]`` when it is not defined).
+        spark_conn_id: the Spark connection (default ``spark_default``: ``local[*]`` when it is not defined). A
+            connection of the Spark provider's ``spark_connect`` type runs the operation from this process through
+            Spark Connect (no spark-submit, no JVM here); ``conf`` then holds runtime settings of the session, and
+            the other spark-submit arguments do not apply.
         result_uri: where the job writes its stats in cluster deploy mode, a location the driver and this worker
             both reach (``s3://bucket/deltalite-results``); the file is read and deleted. Unset in local and client
             mode: a private temp file is used (templated).
@@ -175,6 +186,8 @@ class DeltaLiteSparkJobOperator(SparkSubmitOperator):
         self._threshold: int | None = None  # `threshold_field`'s value, converted when the task resolves
         self._spark_conn_id = DEFAULT_SPARK_CONN_ID
         self._submit_hook: DeltaLiteSparkSubmitHook | None = None
+        self._connect_url: str | None = None
+        self._connect_run: ConnectRun | None = None
         self._scratch: str | None = None
         self._result: str | None = None
         self._context: Mapping[str, Any] = {}
@@ -214,6 +227,8 @@ class DeltaLiteSparkJobOperator(SparkSubmitOperator):
             decided = self.plan(DeltaTable(uri, storage_options=self._storage_options), self._options)
             if decided is not None:
                 return self._finish(*decided)
+        if self._connect_url is not None:
+            return self._finish(self._run_over_connect(uri, self._connect_url), None)
         try:
             try:
                 super().execute(context)
@@ -239,6 +254,7 @@ class DeltaLiteSparkJobOperator(SparkSubmitOperator):
         self._hook = None
         self._submit_hook = None
         self._spark_conn_id = optional_text(self.spark_conn_id) or DEFAULT_SPARK_CONN_ID
+        self._connect_url = spark_connect_url(self._spark_conn_id)
         hook = DeltaLiteHook(optional_text(self.deltalite_conn_id))
         uri = hook.resolve_table_uri(optional_text(self.table_uri))
         self.resolved_table_uri = uri
@@ -303,11 +319,37 @@ class DeltaLiteSparkJobOperator(SparkSubmitOperator):
         hook.set_job(args, files, process_env)
         return hook
 
-    def on_kill(self) -> None:
-        """Stop the Spark application (the whole spark-submit process group, and the driver on a cluster), then
-        delete this run's credentials and result files."""
+    def _run_over_connect(self, uri: str, url: str) -> dict[str, Any]:
+        """Run the operation here with its work items on the Spark Connect server; its stats. Any failure is one
+        `DeltaLiteJobFailed` line, as a failed spark-submit job's."""
+        ignored = sorted(self.spark_submit_arguments.keys() - _CONNECT_ARGUMENTS)
+        if ignored:
+            self.log.warning("spark-submit arguments ignored on Spark Connect: %s", ", ".join(ignored))
+        from airflow_provider_deltalite.table import DeltaTable
+
+        assert self._options is not None  # resolve() ran
+        run = self._connect_run = ConnectRun(url, getattr(self, "name", None) or f"deltalite-{self.command}", self.conf)
         try:
-            if self._submit_hook is not None:
+            return run.run(self.command, DeltaTable(uri, storage_options=self._storage_options), self._options)
+        except DeltaLiteError as exc:
+            # the table is named once, by this error: the problem of an error about the table, the whole message
+            # of one about something else (the server)
+            line = exc.problem if exc.table_uri == redact_uri(normalize_table_uri(uri)) else str(exc)
+            raise DeltaLiteJobFailed(f"{self.command} job failed: {line}", uri) from None
+        except Exception as exc:
+            raise DeltaLiteJobFailed(f"{self.command} job failed: {first_line(exc)}", uri) from None
+        finally:
+            self._connect_run = None
+
+    def on_kill(self) -> None:
+        """Stop the Spark application (the whole spark-submit process group, and the driver on a cluster; on
+        Spark Connect: interrupt the run's queries and stop its session), then delete this run's credentials and
+        result files."""
+        try:
+            run = self._connect_run
+            if run is not None:
+                run.kill()
+            elif self._submit_hook is not None:
                 super().on_kill()
         finally:
             self._cleanup()
