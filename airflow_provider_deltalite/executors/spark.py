@@ -13,7 +13,9 @@ from __future__ import annotations
 import functools
 import os
 import pickle
+import shutil
 import sys
+import tempfile
 import threading
 import uuid
 import warnings
@@ -182,13 +184,17 @@ class SparkExecutor:
         spark = self._session()
         self._ship_engine(spark)
         label = _label(fn)
+        job = self._ship_job(spark, (fn, items)) if self.remote else None
         tag = f"deltalite-{uuid.uuid4().hex}"
         slots = min(len(items), max(2, 2 * self.parallelism))
         pool = ThreadPoolExecutor(max_workers=slots, thread_name_prefix="deltalite-spark")
         pending: set[Future[pa.Table]] = set()
 
         def run(index: int) -> pa.Table:
-            task = functools.partial(tasks.run_item, fn, items[index])
+            if job is None:  # classic: each query carries its own item only
+                task = functools.partial(tasks.run_item, tasks.Job((fn, [items[index]])), 0)
+            else:
+                task = functools.partial(tasks.run_item, job, index)
             # Tags are per thread (classic: PySpark pins one JVM thread per Python thread; Connect: per client thread).
             _tag(spark, tag, add=True)
             try:
@@ -246,10 +252,11 @@ class SparkExecutor:
         self._ship_engine(spark)
         label = _label(reduce_fn)
         keys = self._partition_keys(num_reducers)
+        job = self._job(spark, (map_fn, items, reduce_fn))
 
         def query() -> DataFrame:
             mapped = spark.range(0, len(items), 1, len(items)).mapInArrow(
-                functools.partial(tasks.map_side, map_fn, items, keys), tasks.SCHEMA_DDL
+                functools.partial(tasks.map_side, job, keys), tasks.SCHEMA_DDL
             )
             markers = spark.range(0, num_reducers, 1, min(num_reducers, max(1, self.parallelism))).mapInArrow(
                 functools.partial(tasks.markers, keys), tasks.SCHEMA_DDL
@@ -257,7 +264,7 @@ class SparkExecutor:
             return (
                 mapped.unionByName(markers)
                 .repartition(num_reducers, "reducer")
-                .mapInArrow(functools.partial(tasks.reduce_side, reduce_fn), tasks.SCHEMA_DDL)
+                .mapInArrow(functools.partial(tasks.reduce_side, job), tasks.SCHEMA_DDL)
             )
 
         table = self._collect(query, label)
@@ -283,6 +290,26 @@ class SparkExecutor:
         if spark is None or (not self.remote and spark.sparkContext._jsc is None):
             raise ExecutorError(f"the Spark executor for {self.master} is closed or its context stopped")
         return spark
+
+    def _job(self, spark: SparkSession, value: tuple[Any, ...]) -> tasks.Job:
+        """``value`` (a job's functions and items) as the tasks receive it: see `spark_tasks.Job`."""
+        return self._ship_job(spark, value) if self.remote else tasks.Job(value)
+
+    @staticmethod
+    def _ship_job(spark: SparkSession, value: tuple[Any, ...]) -> tasks.Job:
+        """Send ``value`` to a Spark Connect session as a file artifact; the Job names it (`spark_tasks.Job`)."""
+        from pyspark import cloudpickle
+
+        name = f"deltalite-job-{uuid.uuid4().hex}.pickle"
+        scratch = tempfile.mkdtemp(prefix="deltalite-job-")  # private to this user (mode 0700)
+        try:
+            path = os.path.join(scratch, name)
+            with open(path, "wb") as f:
+                f.write(cloudpickle.dumps(value))
+            spark.addArtifacts(path, file=True)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        return tasks.Job(artifact=name)
 
     def _partition_keys(self, num_reducers: int) -> list[int]:
         """For each reducer, a key that Spark's hash partitioning into ``num_reducers`` partitions sends to the

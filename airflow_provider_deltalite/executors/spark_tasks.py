@@ -2,24 +2,27 @@
 
 Each function is given to ``mapInArrow`` (bound to its arguments with functools.partial) and returns
 (reducer, status, payload) rows: results and errors go back to the driver as pickled payloads (`spark_errors`), a
-DeltaLiteError as a record rather than a task failure. PySpark is imported lazily: only the workers need it here.
+DeltaLiteError as a record rather than a task failure. The job's functions and work items reach a task as a `Job`:
+inline in the query on a classic session, as a session artifact on Spark Connect (see `Job`). PySpark is imported
+lazily: only the workers need it here.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+import pickle
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 
 from airflow_provider_deltalite.engine.errors import DeltaLiteError
 from airflow_provider_deltalite.executors.spark_errors import MARKER, OK, error_record
-
-T = TypeVar("T")
-R = TypeVar("R")
 
 # How long each warm-up task keeps its worker busy, so that the warm-up tasks land on distinct workers.
 WARM_UP_HOLD_S = 0.5
@@ -28,6 +31,47 @@ WARM_UP_HOLD_S = 0.5
 # routes a row to it), OK / RAISED / MARKER, and the pickled result, the error's payload or a shuffled payload.
 SCHEMA = pa.schema([("reducer", pa.int64()), ("status", pa.int32()), ("payload", pa.binary())])
 SCHEMA_DDL = "reducer BIGINT, status INT, payload BINARY"
+
+
+# Jobs a worker has loaded from their artifacts, newest last: the tasks of one job reuse the worker (Spark keeps its
+# Python workers), and a handful covers the jobs of one operation in flight at once.
+_loaded: OrderedDict[str, tuple[Any, ...]] = OrderedDict()
+_loaded_lock = threading.Lock()
+_KEEP_LOADED = 4
+
+
+@dataclass(frozen=True)
+class Job:
+    """What a task needs from the driver: the job's functions and work items, as a tuple.
+
+    On a classic session they travel inline, pickled into the task as PySpark does with any closure; the plan and
+    the UI show only the task function's name. A Spark Connect client sends the pickled closure inside the query
+    plan, which the server keeps, logs at debug level and shows in its UI, and the work items carry the table's
+    storage options (credentials): there the executor writes them to a private file, adds it to the session as an
+    artifact (``addArtifacts(file=True)``, removed with the session) and the query carries only its ``artifact``
+    name, which the task reads back through SparkFiles.
+    """
+
+    value: tuple[Any, ...] | None = None
+    artifact: str | None = None
+
+    def load(self) -> tuple[Any, ...]:
+        if self.artifact is None:
+            assert self.value is not None
+            return self.value
+        with _loaded_lock:
+            if self.artifact in _loaded:
+                _loaded.move_to_end(self.artifact)
+                return _loaded[self.artifact]
+        from pyspark import SparkFiles
+
+        with open(SparkFiles.get(self.artifact), "rb") as f:
+            value = pickle.load(f)
+        with _loaded_lock:
+            _loaded[self.artifact] = value
+            while len(_loaded) > _KEEP_LOADED:
+                _loaded.popitem(last=False)
+        return value
 
 
 def arrow_rows(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[int, int, bytes]]:
@@ -45,32 +89,31 @@ def result_batch(rows: Sequence[tuple[int, int, bytes]]) -> pa.RecordBatch:
     )
 
 
-def run_item(fn: Callable[[T], R], item: T, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Runs on the Spark worker (``mapInArrow`` over a one-row DataFrame): apply ``fn`` to ``item``.
+def run_item(job: Job, index: int, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Runs on the Spark worker (``mapInArrow`` over a one-row DataFrame): apply the job's ``fn`` to ``items[index]``
+    (``job`` holds ``(fn, items)``).
 
     A `DeltaLiteError` comes back as a record rather than a task failure: it is deterministic (Spark retrying the
     task cannot help) and, sent as its payload, it keeps its class, message and attributes on the driver.
     """
     for _ in batches:  # the one input row only gives the task its partition
         pass
+    fn, items = job.load()
     try:
-        status, value = OK, fn(item)
+        status, value = OK, fn(items[index])
     except DeltaLiteError as exc:
         status, value = error_record(exc)
     yield result_batch([(0, status, dumps(value))])
 
 
-def map_side(
-    fn: Callable[[T], Iterator[tuple[int, bytes]]],
-    items: Sequence[T],
-    keys: Sequence[int],
-    batches: Iterator[pa.RecordBatch],
-) -> Iterator[pa.RecordBatch]:
-    """Runs on the Spark worker: the map stage of `SparkExecutor.map_reduce` for the item indexes in ``batches``.
+def map_side(job: Job, keys: Sequence[int], batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Runs on the Spark worker: the map stage of `SparkExecutor.map_reduce` for the item indexes in ``batches``
+    (``job`` holds ``(map_fn, items, reduce_fn)``).
 
     Each payload becomes a row keyed so that Spark's hash partitioning sends it to its reducer's partition
     (``keys[reducer]``); a DeltaLiteError goes on as a record to reducer 0, which reports it.
     """
+    fn, items, _ = job.load()
     for batch in batches:
         for index in batch.column(0).to_pylist():
             try:
@@ -91,8 +134,9 @@ def markers(keys: Sequence[int], batches: Iterator[pa.RecordBatch]) -> Iterator[
             yield result_batch([(keys[r], MARKER, str(r).encode()) for r in reducers])
 
 
-def reduce_side(fn: Callable[[int, Iterator[bytes]], R], batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Runs on the Spark worker: one reducer of `SparkExecutor.map_reduce` over the rows shuffled to its partition.
+def reduce_side(job: Job, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Runs on the Spark worker: one reducer of `SparkExecutor.map_reduce` over the rows shuffled to its partition
+    (the job's ``reduce_fn``).
 
     The partition holds exactly one reducer's rows (its keys hash there and no other reducer's do), its MARKER
     among them; the payloads stream to ``fn`` in the order they arrive.
@@ -111,6 +155,7 @@ def reduce_side(fn: Callable[[int, Iterator[bytes]], R], batches: Iterator[pa.Re
         ahead.append(value)
     if reducer is None and not failed:
         return  # an empty partition: no reducer hashes here
+    fn: Callable[[int, Iterator[bytes]], Any] = job.load()[2]
 
     def payloads() -> Iterator[bytes]:
         yield from ahead
