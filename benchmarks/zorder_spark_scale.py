@@ -7,7 +7,9 @@ Part 1, the shuffle. Input: a generated unpartitioned table (fixed numpy seed) o
 ``TARGET_SIZE`` files, each run in a fresh subprocess on a fresh copy of the table:
 
   rdd-v0.1  the v0.1 shuffle, kept here as a baseline: `SparkExecutor` with the RDD ``map_reduce`` of commit
-            515b66b (pickled (reducer, (status, payload)) records, ``partitionBy``), ``local[2]``
+            515b66b (pickled (reducer, (status, payload)) records, ``partitionBy``) and that commit's map and reduce
+            functions (an lz4 Arrow IPC payload per input batch and run, decoded and spilled again by the reducer),
+            ``local[2]``
   exchange  today's `SparkExecutor` (a DataFrame exchange of Arrow data), ``local[2]``
   delta-rs  ``deltalake.DeltaTable(path).optimize.z_order(["a", "b"], target_size=T, max_concurrent_tasks=2,
             writer_properties=WriterProperties(compression="SNAPPY"))`` (same columns, size, codec)
@@ -130,6 +132,54 @@ def _v01_reduce_side(fn: Callable[[int, Iterator[bytes]], Any], reducer: int, re
 
 def _v01_identity(reducer: int) -> int:
     return reducer
+
+
+# v0.1's clustering map and reduce functions (maintenance/clustering/shuffle.py at 515b66b): a payload per (input
+# batch, run), each an lz4 Arrow IPC stream; the reducer decodes each and spills it to an IPC file per run.
+
+
+def _v01_route_group(group: Any) -> Iterator[tuple[int, bytes]]:
+    from airflow_provider_deltalite.maintenance.clustering.runs import route_file
+
+    for offset, file in enumerate(group.task.files):
+        for run, chunk in route_file(group.task, group.plan, file, group.first_index + offset):
+            yield group.first_reducer + group.plan.file_of_run[run], _v01_to_ipc(run, chunk)
+
+
+def _v01_to_ipc(run: int, chunk: Any) -> bytes:
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    options = pa.ipc.IpcWriteOptions(compression="lz4")
+    with pa.ipc.new_stream(sink, chunk.schema.with_metadata({b"run": str(run).encode()}), options=options) as w:
+        w.write_table(chunk)
+    return sink.getvalue().to_pybytes()
+
+
+class _V01WriteOutputFile:
+    def __init__(self, outputs: Sequence[Any]) -> None:
+        self.outputs = list(outputs)
+
+    def __call__(self, reducer: int, payloads: Iterator[bytes]) -> tuple[dict | None, int]:
+        import pyarrow as pa
+
+        from airflow_provider_deltalite.maintenance.clustering.runs import RunSpill, write_runs
+
+        output = self.outputs[reducer]
+        scratch = tempfile.mkdtemp(prefix="deltalite-cluster-")
+        try:
+            spill = RunSpill(scratch)
+            rows = 0
+            for payload in payloads:
+                reader = pa.ipc.open_stream(payload)
+                run = int(reader.schema.metadata[b"run"])
+                chunk = reader.read_all().replace_schema_metadata(None)
+                rows += chunk.num_rows
+                spill.add(run, chunk)
+            adds = write_runs(output.task, spill, None)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        return (adds[0] if adds else None), rows
 
 
 def rdd_executor(master: str) -> Any:
@@ -272,17 +322,34 @@ def prepare_table(quick: bool, regenerate: bool) -> tuple[Path, dict[str, Any], 
 # -- measured children -----------------------------------------------------------------------------------------
 
 
-def tree_cpu_s() -> float:
-    """CPU seconds (user+sys, with reaped children's) of this process and every live descendant, from /proc."""
-    total = 0.0
-    for pid in [os.getpid(), *h.descendants(os.getpid())]:
+def tree_cpu_s() -> dict[str, float]:
+    """CPU seconds (user+sys, with reaped children's) of this process and every live descendant, from /proc: in
+    total, and the part of the JVM (``java``) and of Python processes other than this one (Spark's workers)."""
+    out = {"total": 0.0, "java": 0.0, "workers": 0.0}
+    me = os.getpid()
+    for pid in [me, *h.descendants(me)]:
         try:
             with open(f"/proc/{pid}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
+                head, rest = fh.read().rsplit(")", 1)
         except OSError:
             continue
-        total += sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
-    return total
+        cpu = sum(int(v) for v in rest.split()[11:15]) / os.sysconf("SC_CLK_TCK")
+        name = head.split("(", 1)[1]
+        out["total"] += cpu
+        if name == "java":
+            out["java"] += cpu
+        elif pid != me and name.startswith("python"):
+            out["workers"] += cpu
+    return out
+
+
+def cpu_since(before: dict[str, float]) -> dict[str, float]:
+    after = tree_cpu_s()
+    return {
+        "call_cpu_s": after["total"] - before["total"],
+        "call_cpu_jvm_s": after["java"] - before["java"],
+        "call_cpu_workers_s": after["workers"] - before["workers"],
+    }
 
 
 def child_zorder(kind: str, arg: str, path: str) -> dict[str, Any]:
@@ -301,6 +368,9 @@ def child_zorder(kind: str, arg: str, path: str) -> dict[str, Any]:
 
         shuffle.SHUFFLE_ABOVE_BYTES = 0  # the shuffle path whatever the size (quick mode)
         t0 = time.perf_counter()
+        if kind == "rdd":  # the whole v0.1 shuffle: its executor and its map and reduce functions
+            shuffle._route_group = _v01_route_group  # type: ignore[assignment]
+            shuffle._WriteOutputFile = _V01WriteOutputFile  # type: ignore[assignment, misc]
         executor = rdd_executor(arg) if kind == "rdd" else SparkExecutor.start(arg)
         result["jvm_start_s"] = time.perf_counter() - t0
     elif kind == "local":
@@ -319,7 +389,7 @@ def child_zorder(kind: str, arg: str, path: str) -> dict[str, Any]:
         with h.Measured() as run:
             stats = zorder(DeltaTable(path), COLUMNS, target_size=TARGET_SIZE, executor=executor)
         result.update(files_added=stats.num_files_added, files_removed=stats.num_files_removed)
-    result["call_cpu_s"] = tree_cpu_s() - cpu0
+    result.update(cpu_since(cpu0))
     result.update(run.record)
     if executor is not None:
         executor.close()
@@ -340,7 +410,7 @@ def child_optimize(master: str, path: str) -> dict[str, Any]:
     cpu0 = tree_cpu_s()
     with h.Measured() as run:
         stats = optimize(DeltaTable(path), target_size=COMPACT_SIZE, min_file_size=COMPACT_SIZE, executor=executor)
-    result["call_cpu_s"] = tree_cpu_s() - cpu0
+    result.update(cpu_since(cpu0))
     result.update(run.record, files_added=stats.num_files_added, files_removed=stats.num_files_removed)
     executor.close()
     return result
@@ -482,7 +552,8 @@ def show(config: str, rep: int, r: dict[str, Any]) -> None:
     per = f" = {r['cpu_s_per_gib']:.1f} cpu-s/GiB" if "cpu_s_per_gib" in r else ""
     print(
         f"  {config:<16} rep {rep + 1}: wall {r['wall_s']:.1f}s cpu(tree) {r['tree_cpu_s']:.1f}s{per} "
-        f"call cpu {r['call_cpu_s']:.1f}s tree rss {r['tree_peak_rss_mb']:.0f}MB -> {r.get('new_files')} files; "
+        f"call cpu {r['call_cpu_s']:.1f}s (jvm {r['call_cpu_jvm_s']:.1f}, py workers {r['call_cpu_workers_s']:.1f}) "
+        f"tree rss {r['tree_peak_rss_mb']:.0f}MB -> {r.get('new_files')} files; "
         f"rows identical: {'yes' if r['identical'] else 'no'}  [others {r['others_cores_during']:.2f} cores]",
         flush=True,
     )
@@ -503,6 +574,8 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "jvm_start_s_median": med("jvm_start_s"),
         "tree_cpu_s_median": med("tree_cpu_s"),
         "call_cpu_s_median": med("call_cpu_s"),
+        "call_cpu_jvm_s_median": med("call_cpu_jvm_s"),
+        "call_cpu_workers_s_median": med("call_cpu_workers_s"),
         "cpu_s_per_gib_median": med("cpu_s_per_gib"),
         "call_cpu_s_per_gib_median": med("call_cpu_s_per_gib"),
         "tree_peak_rss_mb_max": max(r["tree_peak_rss_mb"] for r in ok),
