@@ -422,12 +422,10 @@ def child_optimize(master: str, path: str) -> dict[str, Any]:
 def start_connect_server(work_dir: Path) -> tuple[subprocess.Popen, str]:
     """A Spark Connect server on 127.0.0.1 running ``local[2]`` (the command of tests/executors/spark_cluster.py
     ``start_connect_server``, without its short-lived-JVM flags, so that it runs with the JIT a classic driver has)."""
-    import importlib.util
+    if str(h.REPO) not in sys.path:
+        sys.path.insert(0, str(h.REPO))
+    from tests.executors import spark_cluster as cluster
 
-    spec = importlib.util.spec_from_file_location("spark_cluster", h.REPO / "tests" / "executors" / "spark_cluster.py")
-    assert spec is not None and spec.loader is not None
-    cluster = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(cluster)
     work_dir.mkdir(parents=True, exist_ok=True)
     port = cluster.free_port()
     cmd = [
@@ -586,6 +584,33 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def connect_vs_classic(args: argparse.Namespace) -> dict[str, Any]:
+    """OPTIMIZE of the issue-4 table through a classic local[2] session and through a Connect server started here."""
+    compact, compact_info, cnote = _OC.prepare_table(False)
+    print(f"compaction table: {cnote} -> {compact} ({compact_info['files']} files)")
+    try:
+        proc, url = start_connect_server(CACHE / f"connect-{os.getpid()}")
+    except (SystemExit, RuntimeError, OSError, ImportError) as exc:
+        print(f"Spark Connect server: {exc}")
+        return {"error": str(exc)}
+    crun: dict[str, list[dict[str, Any]]] = {"classic local[2]": [], "connect (local[2] server)": []}
+    try:
+        for rep in range(max(args.reps, 3)):
+            for name in h.rotated(list(crun), rep):
+                master = "local[2]" if name.startswith("classic") else url
+                kept, _ = h.measure_until_quiet(
+                    lambda name=name, master=master: one_optimize_run(
+                        name, master, compact, compact_info["expected"], args
+                    ),
+                    args,
+                    lambda r, name=name, rep=rep: show(name, rep, r),
+                )
+                crun[name].append(kept)
+    finally:
+        stop_server(proc)
+    return {name: summarise(rs) for name, rs in crun.items()}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=1)
@@ -621,6 +646,10 @@ def main() -> int:
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(h.REPO / "airflow_provider_deltalite")], check=True)
     pristine, info, note = prepare_table(quick, args.regenerate)
     print(f"table: {note} -> {pristine} ({info['files']} files, {info['bytes'] / MIB:.0f} MiB, {info['rows']:,} rows)")
+    connect: dict[str, Any] = {}
+    if not args.only or "connect" in args.only:
+        connect = connect_vs_classic(args)
+
     configs = [c for c in CONFIGS if not args.only or any(c in ONLY[o] for o in args.only)]
     runs: dict[str, list[dict[str, Any]]] = {c: [] for c in configs}
     discarded: dict[str, list[dict[str, Any]]] = {c: [] for c in configs}
@@ -634,28 +663,6 @@ def main() -> int:
             runs[config].append(kept)
             discarded[config].extend(dropped)
     summary = {c: summarise(runs[c]) for c in configs}
-
-    connect: dict[str, Any] = {}
-    if not args.only or "connect" in args.only:
-        compact, compact_info, cnote = _OC.prepare_table(False)
-        print(f"compaction table: {cnote} -> {compact} ({compact_info['files']} files)")
-        proc, url = start_connect_server(CACHE / f"connect-{os.getpid()}")
-        try:
-            crun: dict[str, list[dict[str, Any]]] = {"classic local[2]": [], "connect (local[2] server)": []}
-            for rep in range(max(args.reps, 3)):
-                for name in h.rotated(list(crun), rep):
-                    master = "local[2]" if name.startswith("classic") else url
-                    kept, _ = h.measure_until_quiet(
-                        lambda name=name, master=master: one_optimize_run(
-                            name, master, compact, compact_info["expected"], args
-                        ),
-                        args,
-                        lambda r, name=name, rep=rep: show(name, rep, r),
-                    )
-                    crun[name].append(kept)
-        finally:
-            stop_server(proc)
-        connect = {name: summarise(rs) for name, rs in crun.items()}
 
     def get(s: dict[str, Any] | None, key: str) -> float | None:
         return s.get(key) if s else None
@@ -694,7 +701,7 @@ def main() -> int:
     print(f"Z-order of one {gib:.2f} GiB partition by (a, b), target {TARGET_SIZE // MIB} MiB, local[2] / 2 tasks")
     print(head)
     print("-" * len(head))
-    for config, s in [*summary.items(), *connect.items()]:
+    for config, s in [*summary.items(), *((k, v) for k, v in connect.items() if isinstance(v, dict))]:
         if not s.get("wall_s_median"):
             print(f"{config:<26} ERROR {s.get('error')}")
             continue
