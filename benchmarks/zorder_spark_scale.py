@@ -43,6 +43,7 @@ import contextlib
 import functools
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -419,7 +420,7 @@ def child_optimize(master: str, path: str) -> dict[str, Any]:
 # -- the Connect server ------------------------------------------------------------------------------------------
 
 
-def start_connect_server(work_dir: Path) -> tuple[subprocess.Popen, str]:
+def start_connect_server(work_dir: Path) -> tuple[int, str]:
     """A Spark Connect server on 127.0.0.1 running ``local[2]`` (the command of tests/executors/spark_cluster.py
     ``start_connect_server``, without its short-lived-JVM flags, so that it runs with the JIT a classic driver has)."""
     if str(h.REPO) not in sys.path:
@@ -449,40 +450,46 @@ def start_connect_server(work_dir: Path) -> tuple[subprocess.Popen, str]:
     env = cluster.spark_env()
     env.pop("SPARK_DAEMON_MEMORY", None)
     env.pop("SPARK_DAEMON_JAVA_OPTS", None)
-    log = (work_dir / "connect.log").open("wb")
-    proc = subprocess.Popen(
-        cmd,
+    # Detached (a shell that starts it in the background and exits) before this process becomes a child subreaper:
+    # the server must not count as a leftover of the measured children, which `run_measured` waits for and kills.
+    log = work_dir / "connect.log"
+    line = " ".join(shlex.quote(c) for c in cmd)
+    starter = subprocess.run(
+        ["setsid", "sh", "-c", f"{line} >{shlex.quote(str(log))} 2>&1 </dev/null & echo $$"],
         env=env,
         cwd=work_dir,
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
+    group = int(starter.stdout.strip())
     import socket
 
     deadline = time.monotonic() + 180
     while True:
-        if proc.poll() is not None:
-            raise SystemExit("the Spark Connect server exited during start-up (see its log in " + str(work_dir) + ")")
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return proc, f"sc://127.0.0.1:{port}"
+            return group, f"sc://127.0.0.1:{port}"
         except OSError:
             time.sleep(0.3)
         if time.monotonic() > deadline:
-            stop_server(proc)
-            raise SystemExit("the Spark Connect server did not listen within 180 s")
+            stop_server(group)
+            raise SystemExit(f"the Spark Connect server did not listen within 180 s (its log: {log})")
 
 
-def stop_server(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=20)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+def stop_server(group: int) -> None:
+    """Stop the server's process group: SIGTERM, then SIGKILL after 20 s."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(group, signal.SIGTERM)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(group, signal.SIGKILL)
 
 
 # -- parent ------------------------------------------------------------------------------------------------------
@@ -584,15 +591,14 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def connect_vs_classic(args: argparse.Namespace) -> dict[str, Any]:
-    """OPTIMIZE of the issue-4 table through a classic local[2] session and through a Connect server started here."""
+def connect_vs_classic(args: argparse.Namespace, server: tuple[int, str] | str) -> dict[str, Any]:
+    """OPTIMIZE of the issue-4 table through a classic local[2] session and through the Connect server ``server``
+    (a (process group, url), or the error that kept it from starting)."""
+    if isinstance(server, str):
+        return {"error": server}
+    group, url = server
     compact, compact_info, cnote = _OC.prepare_table(False)
     print(f"compaction table: {cnote} -> {compact} ({compact_info['files']} files)")
-    try:
-        proc, url = start_connect_server(CACHE / f"connect-{os.getpid()}")
-    except (SystemExit, RuntimeError, OSError, ImportError) as exc:
-        print(f"Spark Connect server: {exc}")
-        return {"error": str(exc)}
     crun: dict[str, list[dict[str, Any]]] = {"classic local[2]": [], "connect (local[2] server)": []}
     try:
         for rep in range(max(args.reps, 3)):
@@ -607,7 +613,7 @@ def connect_vs_classic(args: argparse.Namespace) -> dict[str, Any]:
                 )
                 crun[name].append(kept)
     finally:
-        stop_server(proc)
+        stop_server(group)
     return {name: summarise(rs) for name, rs in crun.items()}
 
 
@@ -640,6 +646,12 @@ def main() -> int:
     quick = args.quick or os.environ.get("DELTALITE_BENCH_QUICK") == "1"
     t_start = time.perf_counter()
     code_before = h.code_under_test(CODE_UNDER_TEST)
+    server: tuple[int, str] | str = "not started"
+    if not args.only or "connect" in args.only:
+        try:
+            server = start_connect_server(CACHE / f"connect-{os.getpid()}")
+        except (SystemExit, OSError, subprocess.CalledProcessError) as exc:
+            server = f"the Spark Connect server did not start: {exc}"
     subreaper = h.become_subreaper()
     CACHE.mkdir(parents=True, exist_ok=True)
     # the local configuration runs the installed package's bytecode: compile it first (as an installed wheel is)
@@ -648,7 +660,7 @@ def main() -> int:
     print(f"table: {note} -> {pristine} ({info['files']} files, {info['bytes'] / MIB:.0f} MiB, {info['rows']:,} rows)")
     connect: dict[str, Any] = {}
     if not args.only or "connect" in args.only:
-        connect = connect_vs_classic(args)
+        connect = connect_vs_classic(args, server)
 
     configs = [c for c in CONFIGS if not args.only or any(c in ONLY[o] for o in args.only)]
     runs: dict[str, list[dict[str, Any]]] = {c: [] for c in configs}
@@ -737,6 +749,15 @@ def main() -> int:
         "total_runtime_s": None,
     }
     h.note_code_change(report, code_before, h.code_under_test(CODE_UNDER_TEST))
+    if args.only == ["connect"] and RESULTS.exists() and not quick:
+        # only the Connect comparison ran: keep the Z-order results of the file, replace the Connect part
+        earlier = json.loads(RESULTS.read_text())
+        earlier["connect_vs_classic"] = connect
+        earlier["connect_run"] = {k: report[k] for k in ("machine", "code_under_test")}
+        earlier["targets"] = [t for t in earlier["targets"] if not t["target"].startswith("connect")] + [
+            t for t in targets if t["target"].startswith("connect")
+        ]
+        report = earlier
     return h.finish(report, targets, RESULTS, t_start, write=not (args.no_write or quick))
 
 
