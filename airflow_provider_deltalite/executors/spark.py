@@ -239,7 +239,8 @@ class SparkExecutor:
 
         The stages are DataFrame queries: the map side a ``mapInArrow`` emitting (key, status, payload) rows,
         ``repartition(num_reducers, "reducer")`` on a key chosen per reducer so that Spark's hash partitioning puts
-        each reducer in a partition of its own, and the reduce side a ``mapInArrow`` per partition.
+        each reducer in a partition of its own, and the reduce side a ``mapInArrow`` per partition (the partition's
+        number is the reducer's, so a reducer streams its payloads from the first row on).
 
         Raises:
             DeltaLiteError: (the same class and message) when either function raised one on a worker.

@@ -10,6 +10,7 @@ lazily: only the workers need it here.
 from __future__ import annotations
 
 import importlib
+import itertools
 import os
 import pickle
 import threading
@@ -127,7 +128,7 @@ def map_side(job: Job, keys: Sequence[int], batches: Iterator[pa.RecordBatch]) -
 
 def markers(keys: Sequence[int], batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Runs on the Spark worker: one empty MARKER row per reducer, so that a reducer no payload reaches still runs
-    (and learns its number)."""
+    (its number, which the reducer checks against its partition's)."""
     for batch in batches:
         reducers = batch.column(0).to_pylist()
         if reducers:
@@ -138,41 +139,37 @@ def reduce_side(job: Job, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Reco
     """Runs on the Spark worker: one reducer of `SparkExecutor.map_reduce` over the rows shuffled to its partition
     (the job's ``reduce_fn``).
 
-    The partition holds exactly one reducer's rows (its keys hash there and no other reducer's do), its MARKER
-    among them; the payloads stream to ``fn`` in the order they arrive.
+    The partition's number is the reducer's: each reducer's key hashes to the partition of its own number
+    (`SparkExecutor._partition_keys`), and the reducer's MARKER row, checked on the way, makes the task run even when
+    no payload reaches it. The payloads stream to ``fn`` as they arrive: nothing is held back while looking for the
+    marker, which a shuffle tends to deliver last.
     """
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    assert context is not None  # a task always has one
+    reducer = context.partitionId()
     rows = arrow_rows(batches)
-    reducer: int | None = None
-    ahead: list[bytes] = []  # payloads read while looking for the marker, which names the reducer
-    failed: list[tuple[int, bytes]] = []
-    for _, status, value in rows:
-        if status == MARKER:
-            reducer = int(value)
-            break
-        if status != OK:
-            failed.append((status, value))
-            break
-        ahead.append(value)
-    if reducer is None and not failed:
-        return  # an empty partition: no reducer hashes here
+    first = next(rows, None)
+    if first is None:
+        return  # no row at all, so no reducer of this job: nothing to report
+    if first[1] not in (OK, MARKER):  # a map-side error record came first; another task may report it as well
+        yield result_batch([(reducer, first[1], first[2])])
+        return
     fn: Callable[[int, Iterator[bytes]], Any] = job.load()[2]
+    failed: list[tuple[int, bytes]] = []
 
     def payloads() -> Iterator[bytes]:
-        yield from ahead
-        ahead.clear()
-        if failed:
-            return
-        for _, status, value in rows:
+        for _, status, value in itertools.chain([first], rows):
             if status == MARKER:
+                if int(value) != reducer:
+                    raise RuntimeError(f"the shuffle sent reducer {int(value)}'s marker to partition {reducer}")
                 continue
             if status != OK:
                 failed.append((status, value))
                 return
             yield value
 
-    if reducer is None:  # an error record reached this partition first; another task reports it as well
-        yield result_batch([(-1, *failed[0])])
-        return
     try:
         result = fn(reducer, payloads())
     except DeltaLiteError as exc:

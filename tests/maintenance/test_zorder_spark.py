@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -36,7 +37,7 @@ def _written(path: Path, version: int) -> list[tuple[str, str, list[dict[str, An
     )
 
 
-@pytest.mark.parametrize("path", ["shuffle", "per-partition"])
+@pytest.mark.parametrize("path", ["shuffle", "shuffle, a payload per chunk", "per-partition"])
 def test_shuffled_clustering_writes_the_local_executors_files_row_for_row(
     spark_any: SparkExecutor, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str
 ) -> None:
@@ -45,7 +46,7 @@ def test_shuffled_clustering_writes_the_local_executors_files_row_for_row(
     before = _rows(a)
     target = DeltaTable(str(a)).snapshot().size_in_bytes // 6
     tasks: list[int] = []
-    if path == "shuffle":
+    if path.startswith("shuffle"):
         # one map task per input file, and three output files per partition: every stage has several tasks
         monkeypatch.setattr(clustering_shuffle, "GROUP_BYTES", 1)
         monkeypatch.setattr(clustering_shuffle, "SHUFFLE_ABOVE_BYTES", 0)
@@ -56,9 +57,16 @@ def test_shuffled_clustering_writes_the_local_executors_files_row_for_row(
             return shuffled(*args)
 
         monkeypatch.setattr(clustering_shuffle, "cluster_with_shuffle", counting)
+        if path.endswith("per chunk"):
+            # every routed chunk flushed at once, in a payload of its own: a run's rows come in many frames, from
+            # every map task, in whatever order the shuffle delivers them
+            monkeypatch.setattr(clustering_shuffle, "FLUSH_BYTES", 1)
+            monkeypatch.setattr(clustering_shuffle, "PAYLOAD_BYTES", 1)
     by_local = zorder(DeltaTable(str(a)), ["sourceIP", "destPort"], target_size=target, executor=LocalExecutor(2))
     by_spark = zorder(DeltaTable(str(b)), ["sourceIP", "destPort"], target_size=target, executor=spark_any)
-    assert tasks == ([2] if path == "shuffle" else [])  # the two partitions went through the shuffle, or did not
+    assert tasks == (
+        [2] if path.startswith("shuffle") else []
+    )  # the two partitions went through the shuffle, or did not
     assert (by_local.num_files_removed, by_local.num_files_added) == (12, 6)
     assert (by_spark.num_files_removed, by_spark.num_files_added, by_spark.executor) == (12, 6, "spark")
     assert _written(b, by_spark.committed_version) == _written(a, by_local.committed_version)
@@ -85,15 +93,42 @@ def test_map_reduce_routes_payloads_and_returns_results_in_reducer_order(spark_a
     assert results == [(0, 3 * 3), (1, 1 + 4 * 4), (2, 2 * 2 + 5 * 5)]
 
 
+def test_map_reduce_runs_a_reducer_no_payload_reaches(spark_any: SparkExecutor) -> None:
+    # items 1 and 4 go to reducer 1, item 2 to reducer 2; reducers 0 and 3 receive nothing and still report
+    assert spark_any.map_reduce(_emit, [1, 2, 4], _total, 4) == [(0, 0), (1, 1 + 4 * 4), (2, 2 * 2), (3, 0)]
+
+
+def test_map_reduce_streams_large_payloads_intact(spark_any: SparkExecutor) -> None:
+    # 3 map tasks x 4 payloads of about 3 MiB each, two reducers: every payload arrives whole
+    digests = spark_any.map_reduce(_emit_large, [0, 1, 2], _digest, 2)
+    expected = [
+        sorted(hashlib.sha256(_large(i, k)).hexdigest() for i in range(3) for k in range(r, 4, 2)) for r in (0, 1)
+    ]
+    assert digests == expected
+
+
 @pytest.mark.parametrize("side", ["map", "reduce"])
-def test_map_reduce_sends_engine_errors_back_typed(spark_local: SparkExecutor, side: str) -> None:
+def test_map_reduce_sends_engine_errors_back_typed(spark_any: SparkExecutor, side: str) -> None:
     from airflow_provider_deltalite.engine.errors import InvalidArgument
 
     with pytest.raises(InvalidArgument, match=f"bad {side}"):
-        spark_local.map_reduce(
+        spark_any.map_reduce(
             functools.partial(_emit_or_fail, side), [1, 2, 3], functools.partial(_total_or_fail, side), 2
         )
-    assert spark_local.map_reduce(_emit, [], _total, 2) == []
+    assert spark_any.map_reduce(_emit, [], _total, 2) == []
+
+
+def _large(item: int, k: int) -> bytes:
+    return bytes([item * 16 + k]) * (3 * 1024 * 1024 - item - k)
+
+
+def _emit_large(item: int) -> Any:
+    for k in range(4):
+        yield k % 2, _large(item, k)
+
+
+def _digest(reducer: int, payloads: Any) -> list[str]:
+    return sorted(hashlib.sha256(p).hexdigest() for p in payloads)
 
 
 def _emit(v: int) -> Any:

@@ -340,9 +340,8 @@ class RunSpill:
 
         ``file_of_run`` None: all runs go to one file. Only one run is in memory at a time, copied out in slices.
         """
-        for writer in self._writers.values():
-            writer.close()
-        runs = sorted(self._writers)
+        self._close()
+        runs = self._runs()
         if file_of_run is None:
             if runs:
                 yield self._file_rows(runs)
@@ -350,12 +349,25 @@ class RunSpill:
         for f in sorted({file_of_run[run] for run in runs}):
             yield self._file_rows([run for run in runs if file_of_run[run] == f])
 
+    def _close(self) -> None:
+        for writer in self._writers.values():
+            writer.close()
+
+    def _runs(self) -> list[int]:
+        """The runs that received rows, in order."""
+        return sorted(self._writers)
+
+    def _read_run(self, run: int) -> pa.Table:
+        """One run's rows as spilled (in arrival order), its spill file deleted."""
+        path = os.path.join(self.directory, f"run-{run:05d}.arrow")
+        with pa.OSFile(path) as source:  # read into memory: the file is deleted right after
+            table = pa.ipc.open_file(source).read_all()
+        os.unlink(path)
+        return table
+
     def _file_rows(self, runs: list[int]) -> Iterator[pa.Table]:
         for run in runs:
-            path = os.path.join(self.directory, f"run-{run:05d}.arrow")
-            with pa.OSFile(path) as source:  # read into memory: the file is deleted right after
-                table = pa.ipc.open_file(source).read_all()
-            os.unlink(path)
+            table = self._read_run(run)
             origin = table.column(_ORIGIN).to_numpy()
             if len(origin) > 1 and not (origin[1:] > origin[:-1]).all():
                 # chunks arrived out of file order (a shuffle): put them back, so equal (key, noise) keep file order
