@@ -36,6 +36,7 @@ from tests.helpers import tree_state
 pytestmark = pytest.mark.slow
 
 CONNECT_DAGS = Path(__file__).resolve().parent / "connect_dags"
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DAG_ID = "deltalite_spark_connect"
 OPTIMIZE_KEYS = {camel_case(f.name) for f in fields(OptimizeStats)} - {"plan"} | {"skippedReason"}
 VACUUM_KEYS = {camel_case(f.name) for f in fields(VacuumStats)} | {"skippedReason"}
@@ -74,6 +75,8 @@ def run_connect_dag(
         "AIRFLOW__CORE__DAGS_FOLDER": str(CONNECT_DAGS),
         "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "1",
         "DELTALITE_CONNECT_OUT": str(out),
+        # the DAG file imports tests.airflow.task_process; its process starts in ``work``, not the repository
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
         **(extra_env or {}),
     }
     env.pop("SPARK_REMOTE", None)

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -260,38 +260,42 @@ def start_connect_server(
     timeout: float = 120.0,
     home: Path | None = None,
     python: str | None = None,
+    settings: Mapping[str, str] | None = None,
+    env_extra: Mapping[str, str] | None = None,
+    name: str = "deltalite-tests-connect",
+    also_listening: Sequence[int] = (),
 ) -> ConnectServer:
     """Start a Spark Connect server on 127.0.0.1 (spark-submit of SparkConnectServer, the jar the pyspark wheel
     ships) whose Python workers run this interpreter, and wait until it accepts connections.
 
     ``home`` is another Spark distribution to run the server from (a classic pyspark package directory of another
-    version), ``python`` another Python for its workers (``PYSPARK_PYTHON``).
+    version), ``python`` another Python for its workers (``PYSPARK_PYTHON``). ``settings`` are more ``--conf``
+    values (they win over the defaults here), ``env_extra`` more environment variables (a token stays off the
+    command line that way), and the start waits for the ports in ``also_listening`` too (the UI's, say).
 
     Raises:
         RuntimeError: the server exited or did not listen within ``timeout`` seconds (the message carries its log).
     """
     work_dir.mkdir(parents=True, exist_ok=True)
     port = free_port()
+    conf = {
+        "spark.connect.grpc.binding.address": "127.0.0.1",
+        "spark.connect.grpc.binding.port": str(port),
+        "spark.ui.enabled": "false",
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.driver.extraJavaOptions": FAST_JVM_OPTIONS,
+        **(settings or {}),
+    }
     cmd = [
         str((home or spark_home()) / "bin" / "spark-submit"),
         "--class",
         "org.apache.spark.sql.connect.service.SparkConnectServer",
         "--name",
-        "deltalite-tests-connect",
+        name,
         "--master",
         master,
-        "--conf",
-        "spark.connect.grpc.binding.address=127.0.0.1",
-        "--conf",
-        f"spark.connect.grpc.binding.port={port}",
-        "--conf",
-        "spark.ui.enabled=false",
-        "--conf",
-        "spark.driver.host=127.0.0.1",
-        "--conf",
-        "spark.driver.bindAddress=127.0.0.1",
-        "--conf",
-        f"spark.driver.extraJavaOptions={FAST_JVM_OPTIONS}",
+        *[arg for key, value in conf.items() for arg in ("--conf", f"{key}={value}")],
         "--driver-memory",
         "1g",
         "spark-internal",
@@ -299,6 +303,7 @@ def start_connect_server(
     with (work_dir / "connect.log").open("wb") as log:
         env = spark_env(home, python)
         env.pop("SPARK_DAEMON_MEMORY", None)  # spark-submit would size the server's heap by it
+        env.update(env_extra or {})
         proc = subprocess.Popen(
             cmd,
             env=env,
@@ -315,7 +320,8 @@ def start_connect_server(
             if proc.poll() is not None:
                 raise RuntimeError(f"the Spark Connect server exited during start-up\n{server.logs()}")
             try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                for listening in (port, *also_listening):
+                    socket.create_connection(("127.0.0.1", listening), timeout=1).close()
                 return server
             except OSError:
                 pass
