@@ -9,7 +9,8 @@ the whole address with it) before the address exists; messages name the server b
 
 from __future__ import annotations
 
-from urllib.parse import quote
+import logging
+from urllib.parse import quote, urlsplit
 
 from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 from airflow.providers.common.compat.sdk import AirflowNotFoundException, BaseHook, mask_secret
@@ -17,6 +18,8 @@ from airflow.providers.common.compat.sdk import AirflowNotFoundException, BaseHo
 from airflow_provider_deltalite.hooks.deltalite import InvalidConnection
 
 SPARK_CONNECT_CONN_TYPE = SparkConnectHook.conn_type
+
+log = logging.getLogger(__name__)
 
 
 def spark_connect_url(conn_id: str) -> str | None:
@@ -45,4 +48,14 @@ def spark_connect_url(conn_id: str) -> str | None:
             f"connection {conn_id!r}: the host of a {SPARK_CONNECT_CONN_TYPE} connection cannot have a path"
         ) from None
     mask_secret(url)
+    host = urlsplit(url.split(";", 1)[0]).hostname or ""
+    if conn.password and "use_ssl=True" not in url and host != "localhost":
+        # pyspark's client sends a token in the clear only to localhost; elsewhere it switches to TLS on its own, and
+        # a server without TLS then looks unreachable for minutes while the client retries
+        log.warning(
+            "connection %r has a token but no use_ssl: the Spark Connect client talks TLS to %s regardless; "
+            "if that server does not serve TLS, the session will not start",
+            conn_id,
+            host,
+        )
     return url

@@ -39,6 +39,22 @@ def test_a_spark_connect_connection_gives_the_providers_address_and_masks_the_to
     assert redact("tok/en%2Bwith%3Dsigns-5d41402abc4b2a76") == "***"
 
 
+def test_a_token_without_use_ssl_is_one_warning_naming_the_host(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    _conn(monkeypatch, "plain", conn_type="spark_connect", host="spark.example", port=15002, password="t0ken-x")
+    _conn(monkeypatch, "local", conn_type="spark_connect", host="localhost", port=15002, password="t0ken-x")
+    tls = {"extra": {"use_ssl": True}}
+    _conn(monkeypatch, "tls", conn_type="spark_connect", host="spark.example", password="t0ken-x", **tls)
+    with caplog.at_level("WARNING", logger="airflow_provider_deltalite.hooks.spark_connect"):
+        for conn_id in ("plain", "local", "tls"):
+            spark_connect_url(conn_id)
+    assert [r.getMessage() for r in caplog.records] == [
+        "connection 'plain' has a token but no use_ssl: the Spark Connect client talks TLS to spark.example "
+        "regardless; if that server does not serve TLS, the session will not start"
+    ]
+
+
 def test_other_spark_connections_and_undefined_ones_keep_the_spark_submit_path(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
