@@ -308,6 +308,38 @@ def run_measured(
 # -- the parent: tables and repeated runs ------------------------------------------------------------------------
 
 
+def quiet_measured_run(
+    config: str, script: str | Path, args: Sequence[str], timeout: float, max_busy: float, max_wait: float
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """One measured child run as the benchmarks record it: wait for a quiet machine, then `run_measured`.
+
+    Returns (the run's record: config, how busy the machine was, the tree metrics and the child's result or its
+    ``error``; the child's result or None).
+    """
+    busy, waited = wait_for_quiet(max_busy, max_wait)
+    load = [round(x, 2) for x in os.getloadavg()]
+    res, err, tree = run_measured(script, args, timeout)
+    run: dict[str, Any] = {
+        "config": config,
+        "busy_cores_before": round(busy, 2),
+        "waited_for_quiet_s": round(waited, 1),
+        "load_average_1_5_15": load,
+        **tree,
+    }
+    if res is None:
+        run["error"] = err
+    else:
+        run.update(res)
+    return run, res
+
+
+def record_verification(run: dict[str, Any], script: str | Path, args: Sequence[str], timeout: float) -> None:
+    """Run a verifying child (it prints ``{"identical": ...}``) and record its answer in ``run``."""
+    check, err = run_child(script, args, timeout)
+    run["verify"] = check if check is not None else {"error": err}
+    run["identical"] = bool(check and check.get("identical"))
+
+
 def data_files(table: Path) -> list[Path]:
     """The Parquet files of a table outside ``_delta_log`` (checkpoints are not data)."""
     return sorted(p for p in table.rglob("*.parquet") if "_delta_log" not in p.relative_to(table).parts)

@@ -497,29 +497,17 @@ def stop_server(group: int) -> None:
 
 def one_zorder_run(config: str, pristine: Path, info: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     kind, arg = CONFIGS[config]
-    busy, waited = h.wait_for_quiet(args.max_busy, args.max_wait)
-    load = [round(x, 2) for x in os.getloadavg()]
     table = h.fresh_copy(pristine, WORK / "table")
-    res, err, tree = h.run_measured(__file__, ["--child-zorder", kind, arg, str(table)], CHILD_TIMEOUT_S)
-    run: dict[str, Any] = {
-        "config": config,
-        "busy_cores_before": round(busy, 2),
-        "waited_for_quiet_s": round(waited, 1),
-        "load_average_1_5_15": load,
-        **tree,
-    }
+    child = ["--child-zorder", kind, arg, str(table)]
+    run, res = h.quiet_measured_run(config, __file__, child, CHILD_TIMEOUT_S, args.max_busy, args.max_wait)
     if res is None:
-        run["error"] = err
         return run
-    run.update(res)
     gib = info["bytes"] / GIB
     run["cpu_s_per_gib"] = run["tree_cpu_s"] / gib
     run["call_cpu_s_per_gib"] = run["call_cpu_s"] / gib
     run["new_files"] = res.get("files_added")
     run["new_bytes"] = 0
-    check, verr = h.run_child(__file__, ["--verify", str(table), json.dumps(info["expected"])], CHILD_TIMEOUT_S)
-    run["verify"] = check if check is not None else {"error": verr}
-    run["identical"] = bool(check and check.get("identical"))
+    h.record_verification(run, __file__, ["--verify", str(table), json.dumps(info["expected"])], CHILD_TIMEOUT_S)
     shutil.rmtree(WORK, ignore_errors=True)
     return run
 
@@ -527,20 +515,15 @@ def one_zorder_run(config: str, pristine: Path, info: dict[str, Any], args: argp
 def one_optimize_run(
     name: str, master: str, pristine: Path, expected: dict[str, Any], args: argparse.Namespace
 ) -> dict:
-    busy, waited = h.wait_for_quiet(args.max_busy, args.max_wait)
-    load = [round(x, 2) for x in os.getloadavg()]
     table = h.fresh_copy(pristine, WORK / "compact")
-    res, err, tree = h.run_measured(__file__, ["--child-optimize", master, str(table)], CHILD_TIMEOUT_S)
-    run: dict[str, Any] = {
-        "config": name,
-        "busy_cores_before": round(busy, 2),
-        "waited_for_quiet_s": round(waited, 1),
-        "load_average_1_5_15": load,
-        **tree,
-    }
+    child = ["--child-optimize", master, str(table)]
+    run, res = h.quiet_measured_run(name, __file__, child, CHILD_TIMEOUT_S, args.max_busy, args.max_wait)
     if res is None:
-        run["error"] = err
         return run
+    run["new_files"] = res.get("files_added")
+    h.record_verification(run, _OC.__file__, ["--verify-delta", str(table), json.dumps(expected)], CHILD_TIMEOUT_S)
+    shutil.rmtree(WORK, ignore_errors=True)
+    return run
     run.update(res)
     run["new_files"] = res.get("files_added")
     check, verr = h.run_child(_OC.__file__, ["--verify-delta", str(table), json.dumps(expected)], CHILD_TIMEOUT_S)

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -157,21 +156,16 @@ def fresh_copy(pristine: Path) -> Path:
 
 def one_run(config: str, pristine: Path, expected: dict[str, Any], args: argparse.Namespace) -> dict:
     kind, arg = CONFIGS[config]
-    busy, waited = h.wait_for_quiet(args.max_busy, args.max_wait)
-    load = [round(x, 2) for x in os.getloadavg()]
     table = fresh_copy(pristine)
     before = set(h.data_files(table))
-    res, err, tree = h.run_measured(__file__, ["--child", kind, arg, str(table)], CHILD_TIMEOUT_S)
-    run: dict[str, Any] = {
-        "config": config,
-        "busy_cores_before": round(busy, 2),
-        "waited_for_quiet_s": round(waited, 1),
-        "load_average_1_5_15": load,
-        **tree,
-    }
+    child = ["--child", kind, arg, str(table)]
+    run, res = h.quiet_measured_run(config, __file__, child, CHILD_TIMEOUT_S, args.max_busy, args.max_wait)
     if res is None:
-        run["error"] = err
         return run
+    new = [p for p in h.data_files(table) if p not in before]
+    run["new_files"], run["new_bytes"] = len(new), sum(p.stat().st_size for p in new)
+    h.record_verification(run, __file__, ["--verify-delta", str(table), json.dumps(expected)], CHILD_TIMEOUT_S)
+    return run
     run.update(res)
     new = [p for p in h.data_files(table) if p not in before]
     run["new_files"], run["new_bytes"] = len(new), sum(p.stat().st_size for p in new)
