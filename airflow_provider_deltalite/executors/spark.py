@@ -18,7 +18,6 @@ import sys
 import tempfile
 import threading
 import uuid
-import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import suppress
@@ -36,6 +35,7 @@ from airflow_provider_deltalite.executors.spark_errors import (
 )
 from airflow_provider_deltalite.executors.spark_session import (
     is_connect_session,
+    pandas_warning_ignored,
     resolve_master,
     session_master,
     shown_master,
@@ -334,11 +334,7 @@ class SparkExecutor:
     def _collect(self, query: Callable[[], DataFrame], label: str) -> pa.Table:
         """The Arrow result of ``query()``; a Spark failure raised as the one line `map` documents."""
         try:
-            with warnings.catch_warnings():
-                # PySpark 4.2 warns about pandas 3 when it checks the Arrow UDF's requirements; no pandas is used.
-                warnings.filterwarnings(
-                    "ignore", message="PySpark does not yet fully support pandas", category=FutureWarning
-                )
+            with pandas_warning_ignored():
                 return query().toArrow()
         except Exception as exc:
             if not is_spark_error(exc):

@@ -88,6 +88,19 @@ def _distribution_version(name: str) -> str | None:
         return None
 
 
+@contextmanager
+def pandas_warning_ignored() -> Iterator[None]:
+    """Ignore PySpark 4.2's warning about pandas 3 while the block runs: PySpark checks pandas when a session starts
+    and when an Arrow UDF is built, although nothing here uses pandas.
+
+    ``warnings.catch_warnings`` restores the filters of the whole process on exit, so blocks that overlap in
+    threads can let the warning through now and then; it is only a warning.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
+        yield
+
+
 def resolve_master(master: str | None) -> str:
     """The master to use: ``master`` when given, else ``SPARK_REMOTE`` (pyspark's convention), else ``local[*]``."""
     return master or os.environ.get("SPARK_REMOTE") or "local[*]"
@@ -160,11 +173,7 @@ def start_session(
         env["PYSPARK_PYTHON"] = sys.executable
     settings.update({str(k): str(v) for k, v in (conf or {}).items()})
     try:
-        with _env_defaults(env), warnings.catch_warnings():
-            # PySpark 4.2 warns about pandas 3 while it starts, although RDD jobs never touch pandas.
-            warnings.filterwarnings(
-                "ignore", message="PySpark does not yet fully support pandas", category=FutureWarning
-            )
+        with _env_defaults(env), pandas_warning_ignored():
             launching = SparkContext._gateway is None
             spark_conf = SparkConf()  # once the JVM runs, this loads its system properties
             if not launching:
@@ -205,17 +214,11 @@ def start_connect_session(
         raise ExecutorError(f"Spark Connect address {shown} has a bad port (expected sc://host:port)") from None
     if not parts.hostname:
         raise ExecutorError(f"Spark Connect address {shown} has no host (expected sc://host:port)")
+    refused = _unreachable(parts.hostname, port, connect_timeout)
+    if refused is not None:
+        raise ExecutorError(f"cannot reach Spark Connect server {shown} ({parts.hostname}:{port}: {refused})")
     try:
-        socket.create_connection((parts.hostname, port), timeout=connect_timeout).close()
-    except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
-        raise ExecutorError(f"cannot reach Spark Connect server {shown} ({parts.hostname}:{port}: {reason})") from None
-    try:
-        with warnings.catch_warnings():
-            # PySpark 4.2 warns about pandas 3 when the Connect client loads; it never uses pandas for us.
-            warnings.filterwarnings(
-                "ignore", message="PySpark does not yet fully support pandas", category=FutureWarning
-            )
+        with pandas_warning_ignored():
             from pyspark.sql.connect.session import SparkSession as ConnectSession
 
             # create(), not getOrCreate(): a session of its own, which `SparkExecutor.close` may stop.
@@ -241,12 +244,20 @@ def check_reachable(master: str, shown: str, timeout: float) -> None:
             port = int(port_text)
         except ValueError:
             raise ExecutorError(f"Spark master {shown} has no port (expected spark://host:port)") from None
-        try:
-            socket.create_connection((host.strip("[]"), port), timeout=timeout).close()
+        refused = _unreachable(host.strip("[]"), port, timeout)
+        if refused is None:
             return
-        except OSError as exc:
-            reasons.append(f"{host}:{port}: {exc.strerror or type(exc).__name__}")
+        reasons.append(f"{host}:{port}: {refused}")
     raise ExecutorError(f"cannot reach Spark master {shown} ({'; '.join(reasons)})")
+
+
+def _unreachable(host: str, port: int, timeout: float) -> str | None:
+    """None when ``host:port`` accepts a TCP connection within ``timeout`` seconds, else why not."""
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    return None
 
 
 def wait_for_executor(sc: SparkContext, shown: str, timeout: float) -> None:

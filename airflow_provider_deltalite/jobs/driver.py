@@ -27,7 +27,6 @@ import io
 import json
 import os
 import sys
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -232,7 +231,7 @@ def _spark_executor(app_name: str) -> tuple[SparkExecutor, SparkSession | None]:
     no gateway), the job starts a quiet local Spark on loopback, as `SparkExecutor.start` does. A session already
     running in this process (tests, notebooks) is reused and left running.
     """
-    from airflow_provider_deltalite.executors.spark_session import require_classic_pyspark
+    from airflow_provider_deltalite.executors.spark_session import pandas_warning_ignored, require_classic_pyspark
 
     require_classic_pyspark("the deltalite Spark job")  # pyspark-client alone has no SparkContext
     from pyspark import SparkContext
@@ -245,9 +244,7 @@ def _spark_executor(app_name: str) -> tuple[SparkExecutor, SparkSession | None]:
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # spark-submit sets it for the Python driver it launches
         executor = SparkExecutor.start("local[*]", app_name=app_name)
         return executor, None  # closing the executor stops the session it started
-    with warnings.catch_warnings():
-        # PySpark 4.2 warns about pandas 3 while it starts, although RDD jobs never touch pandas.
-        warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
+    with pandas_warning_ignored():
         spark = SparkSession.builder.appName(app_name).getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return SparkExecutor(spark), spark
