@@ -235,30 +235,32 @@ WARNING = (
 )
 
 
-def test_warning_when_the_log_shows_dynamodb_writers(target: dict[str, Any], caplog: pytest.LogCaptureFixture) -> None:
+def test_warning_when_the_log_shows_dynamodb_writers(
+    target: dict[str, Any], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.WARNING, logger="airflow_provider_deltalite")
-    s3 = target["s3"]
-    DeltaTable(target["uri"], s3).snapshot()
-    assert [r.getMessage() for r in caplog.records] == []  # no temp files: nothing said
+    s3, fs, bucket = target["s3"], target["fs"], target["bucket"]
 
-    target["fs"].pipe_file(f"{target['bucket']}/table/{LOG}/.tmp/00000000000000000001.json.{uuid.uuid4()}", b"{}\n")
-    other = f"s3://{target['bucket']}/table/"  # the same table by another spelling: checked once per table
-    for uri in (target["uri"], target["uri"], other):
-        assert DeltaTable(uri, s3).snapshot().version == 0
-    messages = [r.getMessage() for r in caplog.records]
-    # the first table object above checked before the temp file existed: this process has checked that table
-    assert messages == []
+    def commit(uri: str, options: dict[str, Any]) -> None:
+        with (tmp_path / "out.jsonl").open("a") as out:
+            commit_blind_appends(DeltaTable(uri, options), 0, 1, out)
 
-    fresh = f"s3://{target['bucket']}/table2"
-    target["fs"].copy(f"{target['bucket']}/table/{LOG}", f"{target['bucket']}/table2/{LOG}", recursive=True)
-    for _ in range(2):
-        assert DeltaTable(fresh, s3).snapshot().version == 0
-    assert [r.getMessage() for r in caplog.records] == [WARNING.format(uri=fresh)]
+    commit(target["uri"], s3)  # no temp files: nothing said
+    assert caplog.records == []
 
-    caplog.clear()  # configured for DynamoDB: no warning, the temp files are expected
-    table3 = f"s3://{target['bucket']}/table3"
-    target["fs"].copy(f"{target['bucket']}/table/{LOG}", f"{target['bucket']}/table3/{LOG}", recursive=True)
-    assert DeltaTable(table3, target["options"]).snapshot().version == 0
+    table2 = f"s3://{bucket}/table2"
+    fs.copy(f"{bucket}/table/{LOG}", f"{bucket}/table2/{LOG}", recursive=True)
+    fs.pipe_file(f"{bucket}/table2/{LOG}/.tmp/00000000000000000002.json.{uuid.uuid4()}", b"{}\n")
+    assert DeltaTable(table2, s3).snapshot().version == 1  # reading: nothing said
+    assert caplog.records == []
+    commit(table2, s3)
+    commit(f"s3://{bucket}/table2/", s3)  # the same table again (another spelling): said once per process
+    assert [r.getMessage() for r in caplog.records] == [WARNING.format(uri=table2)]
+
+    caplog.clear()  # configured for DynamoDB: temp files are expected, nothing said
+    table3 = f"s3://{bucket}/table3"
+    fs.copy(f"{bucket}/table2/{LOG}", f"{bucket}/table3/{LOG}", recursive=True)
+    commit(table3, {**target["options"]})
     assert caplog.records == []
 
 

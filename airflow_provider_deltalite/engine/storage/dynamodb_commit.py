@@ -393,8 +393,8 @@ _checked_lock = threading.Lock()
 
 
 def warn_if_dynamodb_writer(storage: Storage) -> None:
-    """Once per table and process, when commits are create-only writes: say so if ``_delta_log/.tmp/`` holds
-    files, the temp files that delta-spark's S3DynamoDBLogStore writes (and never deletes)."""
+    """Before the first create-only commit of a table in this process: say so if ``_delta_log/.tmp/`` holds files,
+    the temp files that delta-spark's S3DynamoDBLogStore writes (and never deletes)."""
     with _checked_lock:
         if storage.table_uri in _checked_tables:
             return

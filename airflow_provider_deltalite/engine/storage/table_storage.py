@@ -309,21 +309,14 @@ class Storage:
 
         On S3 this asks the server to start the listing there (``StartAfter``), so a long log is not listed whole.
         """
-        if directory.rstrip("/") == LOG_DIR:
-            self._before_listing_log()
+        if self.commit_store is not None and directory.rstrip("/") == LOG_DIR:
+            # a commit whose writer died before copying it: finish it, so this listing shows it
+            self.commit_store.recover(self)
         full_dir = self.full_path(directory).rstrip("/")
         with self._errors(directory or "/"):
             entries = self.backend.list_from(full_dir, start_name)
         entries.sort(key=lambda f: f.name)
         return entries
-
-    def _before_listing_log(self) -> None:
-        # With a DynamoDB table, finish a commit whose writer died before copying it (so the listing shows it);
-        # without one, warn once if the log shows such writers.
-        if self.commit_store is not None:
-            self.commit_store.recover(self)
-        else:
-            warn_if_dynamodb_writer(self)
 
     def has_files_under(self, directory: str) -> bool:
         """Whether any file lies below ``directory`` (one request at most: S3 lists one key)."""
@@ -381,9 +374,13 @@ class Storage:
             CreateOnlyNotSupported: the store has no put-if-absent and single-writer mode is off.
             StorageError: the write still failed after the retries; it may or may not have landed.
         """
-        if self.commit_store is not None and commit_version(path) is not None:
-            self.commit_store.write_commit(self, path, data)
-            return
+        if commit_version(path) is not None:
+            if self.commit_store is not None:
+                self.commit_store.write_commit(self, path, data)
+                return
+            # Only writers can be overwritten by a DynamoDB-mode writer: the check costs them one request per
+            # table and process, and readers nothing.
+            warn_if_dynamodb_writer(self)
         if self.create_only is None:
             raise CreateOnlyNotSupported(
                 f"the {self.protocol}:// store cannot write a file only if it is absent, so concurrent writers "
