@@ -288,3 +288,19 @@ def test_missing_dynamodb_table_is_one_line_and_writes_nothing(target: dict[str,
     after = target["fs"].find(target["bucket"], detail=True, refresh=True)
     assert {k: v["ETag"] for k, v in after.items()} == {k: v["ETag"] for k, v in before.items()}
     assert _ddb(s3).scan(TableName=target["ddb_table"])["Items"] == []
+
+
+def test_dynamodb_options_without_a_table_name_are_one_clear_error() -> None:
+    from airflow_provider_deltalite.engine.errors import InvalidArgument
+    from airflow_provider_deltalite.engine.storage import Storage
+
+    with pytest.raises(InvalidArgument) as info:
+        Storage("s3://bucket/t", {"dynamodb_region": "eu-west-1", "AWS_ENDPOINT_URL_DYNAMODB": "http://x"})
+    assert str(info.value) == (
+        "table s3://bucket/t: storage option(s) AWS_ENDPOINT_URL_DYNAMODB, dynamodb_region need dynamodb_table_name "
+        "(the DynamoDB table of the commit log)"
+    )
+    storage = Storage("s3://bucket/t", {"DELTA_DYNAMO_TABLE_NAME": "delta_log", "dynamodb_region": "eu-west-1"})
+    assert storage.commit_mode == "dynamodb"
+    assert (storage.commit_store.table_name, storage.commit_store.region) == ("delta_log", "eu-west-1")
+    assert Storage("s3://bucket/t").commit_mode == "native"

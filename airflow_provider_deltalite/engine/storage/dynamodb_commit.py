@@ -339,17 +339,27 @@ class DynamoDBCommits:
     def _copy(self, storage: Storage, path: str, data: bytes) -> None:
         """Write ``data`` to N.json; a name already holding the same bytes is fine (a recovery copied it first),
         another content is FileExistsError (a writer outside the protocol took N)."""
-        try:
-            if storage.atomic_create_only:
-                storage.put_if_absent(path, data)
-                return
-            if not storage.exists(path):
-                storage.write(path, data)
-                return
-        except FileExistsError:
-            pass
-        if storage.read(path) != data:
-            raise FileExistsError(path)
+        for attempt in range(1, self.policy.attempts + 1):
+            try:
+                if storage.atomic_create_only:
+                    storage.put_if_absent(path, data)
+                    return
+                if not storage.exists(path):
+                    storage.write(path, data)
+                    return
+            except FileExistsError:
+                pass
+            try:
+                existing = storage.read(path)
+            except FileNotFoundError:  # a concurrent create-only write still in flight (S3: 409): look again
+                time.sleep(self.policy.delay(attempt))
+                continue
+            if existing != data:
+                raise FileExistsError(path)
+            return
+        raise CommitStoreError(
+            f"{path} stayed taken by a write in flight after {self.policy.attempts} attempts", self.table_uri
+        )
 
     def _mark_complete(self, entry: CommitEntry) -> None:
         self.put_entry(entry.as_complete(), overwrite=True)
