@@ -173,7 +173,7 @@ def test_concurrent_writer_processes_lose_and_duplicate_nothing(target: dict[str
         temp = f"{target['bucket']}/table/{LOG}/{item['tempPath']['S']}"
         assert target["fs"].cat_file(temp) == files[version]
 
-    # the writers raced for versions: a loser's temp file has no entry (none at all when nobody ever lost)
+    # every committed version has its temp file, and every entry a writer lost to another left one more
     temps = target["fs"].ls(f"{target['bucket']}/table/{LOG}/.tmp", refresh=True)
     assert len(temps) >= last
 
@@ -308,3 +308,24 @@ def test_dynamodb_options_without_a_table_name_are_one_clear_error() -> None:
     assert storage.commit_mode == "dynamodb"
     assert (storage.commit_store.table_name, storage.commit_store.region) == ("delta_log", "eu-west-1")
     assert Storage("s3://bucket/t").commit_mode == "native"
+
+
+def test_recovery_never_replaces_a_commit_another_writer_made(target: dict[str, Any], tmp_path: Path) -> None:
+    import deltalake
+
+    # our writer dies holding the entry of version 1; a conditional-PUT writer (delta-rs) then takes version 1
+    ours = _crash_at_entry(target, tmp_path, 1)
+    rs_options = deltars_s3_options(target["s3"])
+    deltalake.write_deltalake(
+        target["uri"], pa.table({"id": pa.array([7], pa.int64())}), mode="append", storage_options=rs_options
+    )
+    theirs = _commit_files(target)[1]
+    assert theirs != ours
+    # the next reader completes the entry without copying over delta-rs's commit; the next writer commits 2
+    assert DeltaTable(target["uri"], target["options"]).snapshot().version == 1
+    [record] = _commit_here(target, tmp_path, 2, 1)
+    files = _commit_files(target)
+    assert record["version"] == 2 and files[1] == theirs and _txn_id(files[2]) == record["txn_id"]
+    assert [i["complete"]["S"] for i in _items(target)] == ["true", "true"]
+    dt = deltalake.DeltaTable(target["uri"], storage_options=rs_options)
+    assert sorted(dt.to_pyarrow_table().column("id").to_pylist()) == sorted([-1, 7, *record["ids"]])

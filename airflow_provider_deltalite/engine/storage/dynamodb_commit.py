@@ -294,8 +294,8 @@ class DynamoDBCommits:
                 self.fix(storage, prev)
             elif not storage.exists(f"{LOG_DIR}/{prev_name}"):
                 raise CommitStoreError(
-                    f"previous commit {LOG_DIR}/{prev_name} does not exist in the log but its DynamoDB table "
-                    f"{self.table_name!r} says it does",
+                    f"previous commit {LOG_DIR}/{prev_name} does not exist in the log, and the DynamoDB table "
+                    f"{self.table_name!r} holds no incomplete entry to recover it from",
                     self.table_uri,
                 )
         else:
@@ -314,7 +314,9 @@ class DynamoDBCommits:
         try:
             self._copy(storage, path, data)  # step 3
         except FileExistsError:
-            self._mark_complete(entry)  # N.json exists: the entry has nothing left to do
+            # N.json exists, so the entry has nothing left to do; if marking it fails, the next reader does it
+            with contextlib.suppress(Exception):
+                self._mark_complete(entry)
             raise
         except Exception as exc:
             log.warning(
