@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import pickle
 import re
 import subprocess
 import sys
@@ -307,6 +308,7 @@ def test_dynamodb_options_without_a_table_name_are_one_clear_error() -> None:
     storage = Storage("s3://bucket/t", {"DELTA_DYNAMO_TABLE_NAME": "delta_log", "dynamodb_region": "eu-west-1"})
     assert storage.commit_mode == "dynamodb"
     assert (storage.commit_store.table_name, storage.commit_store.region) == ("delta_log", "eu-west-1")
+    assert pickle.loads(pickle.dumps(storage)).commit_mode == "dynamodb"  # as Spark ships it to executors
     assert Storage("s3://bucket/t").commit_mode == "native"
 
 
