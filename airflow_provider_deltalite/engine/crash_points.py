@@ -13,6 +13,9 @@ The points (see ``docs/reliability.md``):
 ``during_commit_write``
     inside the create-only write of a commit file (locally: the content is in a hidden temporary file that is not yet
     linked to its name; on object stores: before the conditional PUT).
+``after_dynamodb_entry``
+    with a DynamoDB commit table: the commit is in its temp file and its DynamoDB entry is put (not complete); the
+    commit file is not written yet.
 ``during_checkpoint_write``
     a checkpoint's Parquet file (or its sidecars and top-level file) is written; ``_last_checkpoint`` is not.
 ``vacuum_after_start``
@@ -30,6 +33,7 @@ CRASH_ENV = "DELTALITE_CRASH_AT"
 POINTS = (
     "after_data_files",
     "during_commit_write",
+    "after_dynamodb_entry",
     "during_checkpoint_write",
     "vacuum_after_start",
     "vacuum_before_end",

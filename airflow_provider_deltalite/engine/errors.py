@@ -211,6 +211,11 @@ class CreateOnlyNotSupported(StorageError):
     """The store cannot write a file only if it is absent, so two writers could overwrite each other's commit."""
 
 
+class CommitStoreError(StorageError):
+    """The external commit store (a DynamoDB table, as delta-spark's S3DynamoDBLogStore uses) failed, or its entries
+    contradict the log."""
+
+
 class ConcurrentModification(DeltaLiteError):
     """Another writer committed first and its commit conflicts with this transaction.
 

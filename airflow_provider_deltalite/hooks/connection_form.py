@@ -30,6 +30,9 @@ PLACEHOLDERS: dict[str, str] = {
     "aws_session_token": "temporary credentials (STS) only",
     "endpoint_url": "https://minio.internal:9000",
     "region_name": "eu-west-1",
+    "dynamodb_table_name": "delta_log (empty: commits are conditional PUTs; see docs/commit-modes.md)",
+    "dynamodb_region": "us-east-1 (empty: the AWS region above, else us-east-1)",
+    "dynamodb_endpoint": "https://dynamodb.us-east-1.amazonaws.com (empty: AWS's)",
     "gcs_key_file": "/secrets/gcs-service-account.json",
     "gcs_token": 'google_default, or a pasted {"type": "service_account", ...}',
     "gcs_project": "my-gcp-project",
@@ -54,6 +57,14 @@ CONN_FIELDS: dict[str, dict[str, Any]] = {
     "aws_session_token": _field("AWS session token", "S3: session token of temporary credentials", _SECRET),
     "endpoint_url": _field("S3 endpoint URL", "S3-compatible stores (MinIO, Ceph): e.g. https://minio:9000", _STRING),
     "region_name": _field("AWS region", "S3: the bucket's region, e.g. eu-west-1", _STRING),
+    "dynamodb_table_name": _field(
+        "DynamoDB commit table",
+        "S3: commit through this DynamoDB table as delta-spark's S3DynamoDBLogStore does (its "
+        "spark.io.delta.storage.S3DynamoDBLogStore.ddb.tableName); only for tables those writers share",
+        _STRING,
+    ),
+    "dynamodb_region": _field("DynamoDB region", "S3: the region of the DynamoDB commit table", _STRING),
+    "dynamodb_endpoint": _field("DynamoDB endpoint URL", "S3: a DynamoDB endpoint other than AWS's", _STRING),
     "gcs_key_file": _field("GCS key file", "GCS: path of a service-account JSON key file on the workers", _STRING),
     "gcs_token": _field(
         "GCS token", "GCS: a service-account JSON (pasted) or a gcsfs token value such as google_default", _SECRET

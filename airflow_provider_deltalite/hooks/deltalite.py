@@ -45,6 +45,10 @@ S3_FIELDS = {
     "aws_session_token": "token",
     "endpoint_url": "endpoint_url",
     "region_name": "region_name",
+    # the DynamoDB commit mode (engine/storage/dynamodb_commit.py): storage options of the same names
+    "dynamodb_table_name": "dynamodb_table_name",
+    "dynamodb_region": "dynamodb_region",
+    "dynamodb_endpoint": "dynamodb_endpoint",
 }
 GCS_FIELDS = {"gcs_token": "token", "gcs_key_file": "token", "gcs_project": "project"}
 AZURE_FIELDS = {
@@ -86,6 +90,9 @@ NOT_SECRET = frozenset(
         "requester_pays",
         "version_aware",
         "deltalite_single_writer",
+        "dynamodb_table_name",
+        "dynamodb_region",
+        "dynamodb_endpoint",
         *RETRY_OPTIONS,  # numbers: masked, "10" would be starred out of every log line
     }
 )

@@ -58,6 +58,35 @@ def test_s3_fields_map_to_s3fs_options_and_every_credential_is_masked(monkeypatc
     assert _redacted(line) == "cmd --conf a=*** b=*** c=*** d=*** endpoint http://127.0.0.1:9000 eu-west-1"
 
 
+def test_dynamodb_fields_map_to_the_commit_mode_options_and_unused_ones_are_left_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from airflow_provider_deltalite.engine.storage import DELTALITE_OPTIONS
+    from airflow_provider_deltalite.hooks.connection_form import CONN_FIELDS
+
+    key_id = _secret()
+    ddb = {"dynamodb_table_name": "delta_log", "dynamodb_region": "eu-west-1", "dynamodb_endpoint": "http://ddb:8000"}
+    _connection(
+        monkeypatch,
+        "ddb",
+        host="s3://lake/warehouse",
+        extra={**dict.fromkeys(CONN_FIELDS), "aws_access_key_id": key_id, **ddb},
+    )
+    options = DeltaLiteHook("ddb").get_storage_options()
+    assert options == {"key": key_id, **ddb}
+    assert set(ddb) <= set(DELTALITE_OPTIONS)  # the storage takes them out of the fsspec options
+    # names and places, not credentials: readable in logs
+    assert _redacted(f"x {key_id} delta_log http://ddb:8000") == "x *** delta_log http://ddb:8000"
+    # only the table name filled; the region and endpoint saved as "" by an older form are not set
+    _connection(
+        monkeypatch,
+        "ddb2",
+        host="s3://lake/warehouse",
+        extra={"dynamodb_table_name": "delta_log", "dynamodb_region": "", "dynamodb_endpoint": None},
+    )
+    assert DeltaLiteHook("ddb2").get_storage_options() == {"dynamodb_table_name": "delta_log"}
+
+
 def test_gcs_and_azure_fields_map_to_their_backends(monkeypatch: pytest.MonkeyPatch) -> None:
     account_key, client_secret = _secret(), _secret()
     _connection(

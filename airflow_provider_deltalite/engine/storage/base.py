@@ -162,6 +162,10 @@ class StorageBackend(Protocol):
 
     def is_dir(self, full: str) -> bool: ...
 
+    def has_files_under(self, full_dir: str) -> bool:
+        """Whether anything lies below ``full_dir`` (one listing request at most)."""
+        ...
+
     def read(self, full: str) -> bytes:
         """The whole file (FileNotFoundError when missing)."""
         ...

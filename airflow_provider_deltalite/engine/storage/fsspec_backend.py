@@ -71,6 +71,10 @@ class FsspecBackend:
     def exists(self, full: str) -> bool:
         return bool(self.request(lambda: self.fs.exists(full)))
 
+    def has_files_under(self, full_dir: str) -> bool:
+        # A directory exists only with something in it on object stores; on disk an empty one says enough too.
+        return self.exists(full_dir)
+
     def is_dir(self, full: str) -> bool:
         return bool(self.request(lambda: self.fs.isdir(full)))
 

@@ -54,6 +54,12 @@ class S3Backend(FsspecBackend):
         crash_point("during_commit_write")
         self.fs.pipe_file(full, data, mode="create")
 
+    def has_files_under(self, full_dir: str) -> bool:
+        bucket, _, key_prefix = full_dir.partition("/")
+        prefix = key_prefix.rstrip("/") + "/" if key_prefix else ""
+        response = self._call("list_objects_v2", Bucket=bucket, Prefix=prefix, MaxKeys=1)
+        return bool(response.get("Contents") or response.get("CommonPrefixes"))
+
     # -- listing ---------------------------------------------------------------------------------------------
 
     def list_from(self, full_dir: str, start_name: str) -> list[FileInfo]:

@@ -19,6 +19,13 @@ from airflow_provider_deltalite.engine.errors import (
 )
 from airflow_provider_deltalite.engine.storage.backends import LOCAL_SCHEMES, backend_class, backend_for, protocols_of
 from airflow_provider_deltalite.engine.storage.base import DeleteOutcome, DirListing, FileInfo, ReadFailed
+from airflow_provider_deltalite.engine.storage.dynamodb_commit import (
+    DYNAMODB_OPTIONS,
+    LOG_DIR,
+    DynamoDBCommits,
+    commit_version,
+    warn_if_dynamodb_writer,
+)
 from airflow_provider_deltalite.engine.storage.paths import (
     absolute_uri_to_path,
     describe,
@@ -35,7 +42,7 @@ from airflow_provider_deltalite.engine.storage.upload import Upload
 
 # Options that configure deltalite itself rather than the fsspec backend: `Storage` takes them out of the storage
 # options before it builds the filesystem.
-DELTALITE_OPTIONS = ("deltalite_single_writer", *RETRY_OPTIONS)
+DELTALITE_OPTIONS = ("deltalite_single_writer", *RETRY_OPTIONS, *DYNAMODB_OPTIONS)
 
 
 class Storage:
@@ -60,6 +67,12 @@ class Storage:
             - ``deltalite_retry_attempts``: tries per request in total (default 10; 1 turns retries off).
             - ``deltalite_retry_base_delay_s``: the first backoff ceiling in seconds (default 0.1; it doubles per try).
             - ``deltalite_retry_max_delay_s``: the largest backoff ceiling in seconds (default 5).
+            - ``dynamodb_table_name`` (alias ``DELTA_DYNAMO_TABLE_NAME``): commit through this DynamoDB table, as
+              delta-spark's S3DynamoDBLogStore does (`dynamodb_commit`); without it, commits are create-only writes.
+            - ``dynamodb_region``, ``dynamodb_endpoint`` (alias ``AWS_ENDPOINT_URL_DYNAMODB``): where that table is
+              (default: the S3 ``client_kwargs`` region, else the AWS configuration, else us-east-1).
+            - ``dynamodb_key``, ``dynamodb_secret``, ``dynamodb_token``: credentials for DynamoDB (default: the S3
+              ones, ``key``/``secret``/``token``, else the AWS credential chain).
         filesystem: a ready fsspec filesystem to use instead of building one from the URI and options (the root
             still comes from the URI, and the filesystem must serve its scheme). It is not pickled: a copy sent to a
             Spark executor builds its own from the URI and options.
@@ -88,6 +101,10 @@ class Storage:
             raise InvalidArgument(str(exc), self.table_uri) from None
         self._own_options = own
         self._options = options
+        # How commit files are written: create-only writes (None), or through a DynamoDB table.
+        self.commit_store = DynamoDBCommits.from_options(
+            self.table_uri, {k: own[k] for k in DYNAMODB_OPTIONS if k in own}, options, self.retry_policy
+        )
         scheme = urlsplit(self.table_uri).scheme
         if filesystem is not None:
             protocols = protocols_of(filesystem)
@@ -292,11 +309,19 @@ class Storage:
 
         On S3 this asks the server to start the listing there (``StartAfter``), so a long log is not listed whole.
         """
+        if self.commit_store is not None and directory.rstrip("/") == LOG_DIR:
+            # a commit whose writer died before copying it: finish it, so this listing shows it
+            self.commit_store.recover(self)
         full_dir = self.full_path(directory).rstrip("/")
         with self._errors(directory or "/"):
             entries = self.backend.list_from(full_dir, start_name)
         entries.sort(key=lambda f: f.name)
         return entries
+
+    def has_files_under(self, directory: str) -> bool:
+        """Whether any file lies below ``directory`` (one request at most: S3 lists one key)."""
+        with self._errors(directory, missing=False):
+            return self.backend.has_files_under(self.full_path(directory).rstrip("/"))
 
     def list_dir(self, directory: str, without_details: Container[str] = frozenset()) -> DirListing:
         """One level of ``directory`` (relative to the root; ``""`` is the root) with sizes and mtimes, from listing
@@ -319,13 +344,23 @@ class Storage:
     def create_only(self) -> str | None:
         """How this store writes a file only if it is absent: ``"native"`` (atomic put-if-absent), ``"single-writer"``
         (the user opted in with ``deltalite_single_writer``: an existence check, safe only without other writers),
-        or None (commits are refused)."""
+        or None (commits are refused). Commit files follow `commit_mode`."""
         if self.atomic_create_only:
             return "native"
         return "single-writer" if self.single_writer else None
 
+    @property
+    def commit_mode(self) -> str | None:
+        """How commit files (``_delta_log/N.json``) are written: ``"dynamodb"`` (through the DynamoDB table the
+        options name, delta-spark's S3DynamoDBLogStore protocol), else as `create_only` says."""
+        return "dynamodb" if self.commit_store is not None else self.create_only
+
     def write_create_only(self, path: str, data: bytes) -> None:
         """Write ``path`` only if it does not exist; raises FileExistsError when it does (another writer won).
+
+        A commit file (``_delta_log/N.json``) goes through the commit strategy of the storage options: with a
+        DynamoDB table (``dynamodb_table_name``), the table decides who writes N (`dynamodb_commit`); else the
+        create-only write below.
 
         Local files are written to a hidden temporary name and hard-linked into place, so the name appears with its
         whole content or not at all; S3 uses a conditional PUT (`If-None-Match: *`).
@@ -339,6 +374,13 @@ class Storage:
             CreateOnlyNotSupported: the store has no put-if-absent and single-writer mode is off.
             StorageError: the write still failed after the retries; it may or may not have landed.
         """
+        if commit_version(path) is not None:
+            if self.commit_store is not None:
+                self.commit_store.write_commit(self, path, data)
+                return
+            # Only writers can be overwritten by a DynamoDB-mode writer: the check costs them one request per
+            # table and process, and readers nothing.
+            warn_if_dynamodb_writer(self)
         if self.create_only is None:
             raise CreateOnlyNotSupported(
                 f"the {self.protocol}:// store cannot write a file only if it is absent, so concurrent writers "
@@ -346,6 +388,11 @@ class Storage:
                 "deltalite_single_writer=true",
                 self.table_uri,
             )
+        self.put_if_absent(path, data)
+
+    def put_if_absent(self, path: str, data: bytes) -> None:
+        """The store's own create-only write of ``path`` (no commit strategy, no mode check; see
+        `write_create_only`): FileExistsError when the name is taken."""
         with self._errors(path):
             self.backend.write_create_only(self.full_path(path), data)
 
