@@ -4,7 +4,7 @@ Two operations, each engine in a fresh process per run, configurations interleav
 medians reported, the package bytecode-compiled first (as an installed wheel is):
 
 1. OPTIMIZE (compaction) of `optimize_compact.py`'s 400-file / 8M-row table (the issue-4 table, its generator and
-   cache) and of a >= 2 GiB table of the same layout (4 partitions x 100 files of 160,000 rows, written by delta-rs,
+   cache) and of a >= 2 GiB table of the same layout (4 partitions x 100 files of 180,000 rows, written by delta-rs,
    cached), target size 256 MiB. deltalite: ``deltalite optimize --json --target-size T --min-file-size T
    --max-concurrent-tasks 2 [--compression zstd]``; delta-rs: ``DeltaTable(p).optimize.compact(target_size=T,
    max_concurrent_tasks=2, writer_properties=WriterProperties(compression=...))``. Both write snappy, then both zstd
@@ -53,8 +53,8 @@ TARGET_OPTIMIZE = 0.8
 TARGET_DESCRIBE_WALL = 1.2
 TARGET_DESCRIBE_RSS = 1.5
 
-LARGE_FORMAT = 1
-LARGE_ROWS_PER_FILE = 160_000  # 8x the issue-4 table's 20,000: ~2.1 GB
+LARGE_FORMAT = 2
+LARGE_ROWS_PER_FILE = 180_000  # 9x the issue-4 table's 20,000: ~2.2 GB (2.08 GiB)
 LOG_FORMAT = 1
 LOG_SIZES = {"100k": 100_000, "1M": 1_000_000}
 LOG_COMMITS = 10  # after the checkpoint, each adding 20 files and removing 10 of the checkpoint's

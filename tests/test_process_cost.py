@@ -11,12 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import deltalake
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_provider_deltalite.cli import main
+from airflow_provider_deltalite.cli import main, size_histogram
 from airflow_provider_deltalite.cli.startup import PandasBlocker, pandas_kept_out
+from airflow_provider_deltalite.engine.checkpoint_reader import _kept_pieces
 from airflow_provider_deltalite.engine.storage.table_storage import Storage
 from tests.helpers import cli_failure, tree_state
 
@@ -173,3 +175,24 @@ def test_one_optimize_loads_the_snapshot_once(tmp_path: Path, monkeypatch: pytes
     oracle = deltalake.DeltaTable(str(table))
     assert oracle.version() == stats["committedVersion"] == 13
     assert sum(n for (m, _), n in counter.calls.items() if m == "open_data_file") == 26 == stats["numFilesRemoved"]
+
+
+def test_checkpoint_rows_are_sliced_when_few_runs_and_filtered_when_fragmented() -> None:
+    values = pa.array([f"path-{i}" for i in range(10_000)])
+    few = np.ones(10_000, dtype=bool)
+    few[[0, 1, 5_000]] = False  # the non-add rows of a checkpoint, one superseded file
+    pieces = _kept_pieces(values, pa.array(few))
+    assert [(p.offset, len(p)) for p in pieces] == [(2, 4_998), (5_001, 4_999)]
+    # slices share the decoded buffer: nothing copied
+    assert {p.buffers()[2].address for p in pieces} == {values.buffers()[2].address}
+    fragmented = np.arange(10_000) % 3 != 0  # 3,333 runs: more than _MIN_RUNS and than one per 1,024 rows
+    (piece,) = _kept_pieces(values, pa.array(fragmented))
+    assert piece.offset == 0 and piece.to_pylist() == [f"path-{i}" for i in range(10_000) if i % 3]
+    assert _kept_pieces(values, pa.array(np.zeros(10_000, dtype=bool)))[0].to_pylist() == []
+
+
+def test_size_histogram_bins_at_the_limits() -> None:
+    mb, gb = 1 << 20, 1 << 30
+    sizes = [0, mb - 1, mb, 8 * mb - 1, 8 * mb, 64 * mb, 128 * mb - 1, 128 * mb, gb - 1, gb, 5 * gb]
+    expected = {"<1MB": 2, "<8MB": 2, "<64MB": 1, "<128MB": 2, "<1GB": 2, ">=1GB": 2}
+    assert size_histogram(sizes) == size_histogram(pa.array(sizes)) == expected
