@@ -480,6 +480,7 @@ def optimize_targets(label: str, summary: dict[str, dict[str, Any]]) -> list[dic
         out.append(h.target(f"{label} OPTIMIZE {codec} process wall vs delta-rs", whole, TARGET_OPTIMIZE, note=note))
         rss = h.ratio(dl.get("process_peak_rss_mb"), rs.get("process_peak_rss_mb"))
         out.append({"target": f"{label} OPTIMIZE {codec} peak RSS vs delta-rs (info)", "value": rss, "verdict": "info"})
+        out.append(_cpu_info(f"{label} OPTIMIZE {codec}", dl, rs))
     return out
 
 
@@ -494,7 +495,15 @@ def describe_targets(label: str, summary: dict[str, dict[str, Any]]) -> list[dic
     out.append(h.target(f"describe {label} process wall vs delta-rs", whole, TARGET_DESCRIBE_WALL, note=note))
     rss = h.ratio(dl.get("process_peak_rss_mb"), rs.get("process_peak_rss_mb"))
     out.append(h.target(f"describe {label} peak RSS vs delta-rs", rss, TARGET_DESCRIBE_RSS))
+    out.append(_cpu_info(f"describe {label}", dl, rs))
     return out
+
+
+def _cpu_info(what: str, dl: dict[str, Any], rs: dict[str, Any]) -> dict[str, Any]:
+    # CPU seconds of the whole process: a check on the walls when other work shares the cores (a multi-threaded
+    # process gets more of a contended machine than a single-threaded one, which skews wall ratios)
+    value = h.ratio(dl.get("process_cpu_s"), rs.get("process_cpu_s"))
+    return {"target": f"{what} process CPU vs delta-rs (info)", "value": value, "verdict": "info", "note": ""}
 
 
 def profile_describe(table: Path) -> str:

@@ -19,7 +19,10 @@ import pytest
 from airflow_provider_deltalite.cli import main, size_histogram
 from airflow_provider_deltalite.cli.startup import PandasBlocker, pandas_kept_out
 from airflow_provider_deltalite.engine.checkpoint_reader import _kept_pieces
+from airflow_provider_deltalite.engine.errors import InvalidArgument
 from airflow_provider_deltalite.engine.storage.table_storage import Storage
+from airflow_provider_deltalite.maintenance.optimize import optimize
+from airflow_provider_deltalite.table import DeltaTable
 from tests.helpers import cli_failure, tree_state
 
 # Top-level packages no local `describe` or `optimize` uses: pandas (pyarrow would import it for nothing), Airflow,
@@ -196,3 +199,14 @@ def test_size_histogram_bins_at_the_limits() -> None:
     sizes = [0, mb - 1, mb, 8 * mb - 1, 8 * mb, 64 * mb, 128 * mb - 1, 128 * mb, gb - 1, gb, 5 * gb]
     expected = {"<1MB": 2, "<8MB": 2, "<64MB": 1, "<128MB": 2, "<1GB": 2, ">=1GB": 2}
     assert size_histogram(sizes) == size_histogram(pa.array(sizes)) == expected
+
+
+def test_a_snapshot_of_another_table_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    write_table(a, 2)
+    write_table(b, 2)
+    before = tree_state(a)
+    with pytest.raises(InvalidArgument) as info:
+        optimize(DeltaTable(str(a)), snapshot=DeltaTable(str(b)).snapshot())
+    assert str(info.value) == f"table {a}: the snapshot passed is of another table ({b})"
+    assert tree_state(a) == before
