@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
@@ -132,7 +133,8 @@ class ReadCounter:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.calls: Counter[tuple[str, str]] = Counter()
-        self.depth = 0
+        self.local = threading.local()  # the executor's threads read at the same time; nesting is per thread
+        self.lock = threading.Lock()
         for name in self.METHODS:
             monkeypatch.setattr(Storage, name, self._counting(name, getattr(Storage, name)))
 
@@ -145,14 +147,16 @@ class ReadCounter:
             else:
                 target = list(target)
                 names = target
-            if counter.depth == 0:
-                for n in names:
-                    counter.calls[(name, n.rsplit("/", 1)[-1])] += 1
-            counter.depth += 1
+            depth = getattr(counter.local, "depth", 0)
+            if depth == 0:
+                with counter.lock:
+                    for n in names:
+                        counter.calls[(name, n.rsplit("/", 1)[-1])] += 1
+            counter.local.depth = depth + 1
             try:
                 return method(storage, target, *args, **kwargs)
             finally:
-                counter.depth -= 1
+                counter.local.depth = depth
 
         return counted
 
