@@ -16,16 +16,11 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from airflow_provider_deltalite.engine.rewrite import WriterOptions
 from airflow_provider_deltalite.engine.table import Table
 from airflow_provider_deltalite.engine.transaction import RetryPolicy
-from airflow_provider_deltalite.maintenance.changes import ChangeSet, list_changes
-from airflow_provider_deltalite.maintenance.checkpoint import CheckpointResult, checkpoint
-from airflow_provider_deltalite.maintenance.clustering.zorder import zorder
-from airflow_provider_deltalite.maintenance.executor import Executor
-from airflow_provider_deltalite.maintenance.optimize import optimize
-from airflow_provider_deltalite.maintenance.optimize_stats import OptimizeStats
 from airflow_provider_deltalite.maintenance.options import (
     DEFAULT_NUM_RANGES,
     DEFAULT_RUN_BYTES,
@@ -33,9 +28,16 @@ from airflow_provider_deltalite.maintenance.options import (
     VacuumOptions,
     ZOrderOptions,
 )
-from airflow_provider_deltalite.maintenance.rewrites import OptimizeProgress
-from airflow_provider_deltalite.maintenance.vacuum import VacuumProgress, vacuum
-from airflow_provider_deltalite.maintenance.vacuum.stats import VacuumStats
+
+# The operations load in the methods that run them: `deltalite describe` and other readers never pay for them.
+if TYPE_CHECKING:
+    from airflow_provider_deltalite.maintenance.changes import ChangeSet
+    from airflow_provider_deltalite.maintenance.checkpoint import CheckpointResult
+    from airflow_provider_deltalite.maintenance.executor import Executor
+    from airflow_provider_deltalite.maintenance.optimize_stats import OptimizeStats
+    from airflow_provider_deltalite.maintenance.rewrites import OptimizeProgress
+    from airflow_provider_deltalite.maintenance.vacuum import VacuumProgress
+    from airflow_provider_deltalite.maintenance.vacuum.stats import VacuumStats
 
 
 class DeltaTable(Table):
@@ -90,6 +92,8 @@ class DeltaTable(Table):
             },
             self.uri,
         )
+        from airflow_provider_deltalite.maintenance.optimize import optimize
+
         return optimize(
             self,
             options,
@@ -138,6 +142,8 @@ class DeltaTable(Table):
             },
             self.uri,
         )
+        from airflow_provider_deltalite.maintenance.clustering.zorder import zorder
+
         return zorder(
             self,
             options,
@@ -178,6 +184,8 @@ class DeltaTable(Table):
             },
             self.uri,
         )
+        from airflow_provider_deltalite.maintenance.vacuum import vacuum
+
         return vacuum(self, options, executor=executor, max_concurrent_tasks=max_concurrent_tasks, progress=progress)
 
     def changes(
@@ -199,6 +207,8 @@ class DeltaTable(Table):
             >>> [(c.version, c.kind) for c in DeltaTable("/data/events").changes(since=41).changes]  # doctest: +SKIP
             [(42, 'rearrange'), (43, 'data')]
         """
+        from airflow_provider_deltalite.maintenance.changes import list_changes
+
         return list_changes(
             self.storage,
             since,
@@ -216,4 +226,6 @@ class DeltaTable(Table):
             >>> DeltaTable("/data/events").checkpoint().checkpoint.version  # doctest: +SKIP
             412
         """
+        from airflow_provider_deltalite.maintenance.checkpoint import checkpoint
+
         return checkpoint(self, cleanup_log=cleanup_log)

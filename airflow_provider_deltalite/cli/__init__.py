@@ -19,9 +19,16 @@ from airflow_provider_deltalite.cli.common import (
     non_negative,
     positive_seconds,
 )
-from airflow_provider_deltalite.cli.maintenance import cmd_checkpoint, cmd_optimize, cmd_vacuum, cmd_zorder
+from airflow_provider_deltalite.cli.maintenance import (
+    add_writer_arguments,
+    cmd_checkpoint,
+    cmd_optimize,
+    cmd_vacuum,
+    cmd_zorder,
+)
 from airflow_provider_deltalite.cli.read import cmd_describe, cmd_files, cmd_history, cmd_scan
 from airflow_provider_deltalite.cli.render import change_line, describe_document, files_document, size_histogram
+from airflow_provider_deltalite.cli.startup import pandas_kept_out
 from airflow_provider_deltalite.cli.tail import cmd_changes, cmd_watch
 from airflow_provider_deltalite.engine.errors import DeltaLiteError
 from airflow_provider_deltalite.version import __version__
@@ -84,12 +91,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("optimize", parents=[common], help="compact small files (bin packing, dataChange=false)")
     p.add_argument("table")
     add_optimize_arguments(p)
+    add_writer_arguments(p)
     add_executor_arguments(p)
     p.set_defaults(func=cmd_optimize)
 
     p = sub.add_parser("zorder", parents=[common], help="cluster files along a Z-order or Hilbert curve")
     p.add_argument("table")
     add_zorder_arguments(p)
+    add_writer_arguments(p)
     add_executor_arguments(p)
     p.set_defaults(func=cmd_zorder)
 
@@ -125,7 +134,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        args.func(args)
+        with pandas_kept_out(args.command, getattr(args, "executor", None)):
+            args.func(args)
     except DeltaLiteError as exc:
         sys.stderr.write(f"deltalite: error: {exc}\n")
         return EXIT_ERROR

@@ -36,7 +36,7 @@ def storage_options(pairs: Sequence[str] | None) -> dict[str, str]:
 
 def open_table(args: argparse.Namespace) -> DeltaTable:
     """The table named on the command line, with its ``--storage-option`` pairs."""
-    from airflow_provider_deltalite.table import DeltaTable  # loads maintenance; commands that need it pay for it
+    from airflow_provider_deltalite.table import DeltaTable
 
     return DeltaTable(args.table, storage_options=storage_options(args.storage_option))
 

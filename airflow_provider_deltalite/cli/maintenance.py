@@ -16,10 +16,20 @@ from airflow_provider_deltalite.cli.render import (
     progress_bar,
     vacuum_progress,
 )
+from airflow_provider_deltalite.engine.errors import InvalidArgument
+from airflow_provider_deltalite.engine.rewrite import WriterOptions
 from airflow_provider_deltalite.maintenance.options import OptimizeOptions
 
 if TYPE_CHECKING:
     from airflow_provider_deltalite.maintenance.optimize_stats import OptimizeStats
+
+
+def add_writer_arguments(p: argparse.ArgumentParser) -> None:
+    """How OPTIMIZE and Z-order encode the files they write (`WriterOptions`)."""
+    # checked by WriterOptions, the one list of codecs: a bad one is one error line before anything is read
+    p.add_argument(
+        "--compression", metavar="CODEC", help="Parquet codec of the new files: snappy (default), zstd, gzip, lz4, none"
+    )
 
 
 def _run_rewrite(args: argparse.Namespace, operation: str) -> OptimizeStats:
@@ -30,14 +40,21 @@ def _run_rewrite(args: argparse.Namespace, operation: str) -> OptimizeStats:
 
     table = open_table(args)  # reads nothing yet; its URI names the table in option errors
     options = optimize_options(args, table.uri) if operation == "optimize" else zorder_options(args, table.uri)
-    table.snapshot()  # a missing table or bad protocol fails before a Spark session is started
+    try:
+        writer = WriterOptions(compression=args.compression) if args.compression is not None else None
+    except ValueError as exc:
+        raise InvalidArgument(str(exc), table.uri) from None
+    # a missing table or bad protocol fails before a Spark session is started; the operation plans from this snapshot
+    snapshot = table.snapshot()
     show_progress = not args.json and sys.stderr.isatty()
     executor = make_executor(args)
     progress = progress_bar if show_progress else None
     try:
         if isinstance(options, OptimizeOptions):
-            return optimize(table, options, executor=executor, progress=progress)
-        return zorder(table, options, executor=executor, progress=progress)
+            return optimize(
+                table, options, executor=executor, progress=progress, writer_options=writer, snapshot=snapshot
+            )
+        return zorder(table, options, executor=executor, progress=progress, writer_options=writer, snapshot=snapshot)
     finally:
         executor.close()
         if show_progress:

@@ -8,6 +8,10 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+import pyarrow as pa
+
+from airflow_provider_deltalite.engine.arrow_util import contiguous
 from airflow_provider_deltalite.engine.clustering_domain import clustering_spec
 from airflow_provider_deltalite.engine.snapshot import Snapshot, json_default
 
@@ -20,23 +24,17 @@ if TYPE_CHECKING:
 _SIZE_BINS = ((1 << 20, "<1MB"), (8 << 20, "<8MB"), (64 << 20, "<64MB"), (128 << 20, "<128MB"), (1 << 30, "<1GB"))
 
 
-def size_histogram(sizes: Sequence[int]) -> dict[str, int]:
+def size_histogram(sizes: Sequence[int] | pa.Array) -> dict[str, int]:
     """How many files fall under 1 MB, 8 MB, 64 MB, 128 MB, 1 GB, and above."""
-    counts = {label: 0 for _, label in _SIZE_BINS}
-    counts[">=1GB"] = 0
-    for size in sizes:
-        for limit, label in _SIZE_BINS:
-            if size < limit:
-                counts[label] += 1
-                break
-        else:
-            counts[">=1GB"] += 1
-    return counts
+    values = sizes.to_numpy(zero_copy_only=False) if isinstance(sizes, pa.Array) else np.asarray(sizes, np.int64)
+    # bin i holds the sizes below limit i and at or above limit i - 1; the last bin is everything at or above 1 GB
+    counts = np.bincount(np.searchsorted([limit for limit, _ in _SIZE_BINS], values, side="right"), minlength=6)
+    return dict(zip([label for _, label in _SIZE_BINS] + [">=1GB"], (int(c) for c in counts), strict=True))
 
 
 def describe_document(snap: Snapshot) -> dict[str, Any]:
     """What `deltalite describe --json` prints."""
-    sizes = snap.raw_files.column("size").to_pylist()
+    sizes = contiguous(snap.raw_files.column("size")).fill_null(0)
     clustering = clustering_spec(snap)
     return {
         "table": snap.table_uri,

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -29,11 +28,10 @@ def file_keys(paths: pa.Array, dvs: pa.Array, normalize) -> pa.Array:
     needs = pc.or_(pc.match_substring(paths, "%"), pc.match_substring(paths, ":"))
     needs = pc.or_(needs, pc.starts_with(paths, "/"))
     if pc.any(needs).as_py():
-        idx = np.flatnonzero(needs.to_numpy(zero_copy_only=False))
-        values = paths.to_pylist()
-        for i in idx:
-            values[i] = normalize(values[i])
-        paths = pa.array(values, pa.string())
+        # only the paths that need it pass through Python; the others stay in Arrow
+        needs = needs.fill_null(False)
+        resolved = pa.array([normalize(p) for p in paths.filter(needs).to_pylist()], pa.string())
+        paths = pc.replace_with_mask(paths.cast(pa.string()), needs, resolved)
     dvs = contiguous(dvs)
     if dvs.null_count == len(dvs):
         return paths

@@ -58,6 +58,7 @@ from airflow_provider_deltalite.maintenance.rewrites import (
     considered_files,
     left_for_vacuum,
     resolve_sizes,
+    starting_snapshot,
 )
 
 log = logging.getLogger(__name__)
@@ -170,6 +171,7 @@ def optimize(
     writer_options: WriterOptions | None = None,
     retry: RetryPolicy | None = None,
     progress: Callable[[OptimizeProgress], None] | None = None,
+    snapshot: Snapshot | None = None,
     **fields: Any,
 ) -> OptimizeStats:
     """Compact the small files of ``table``, or cluster it when it is liquid-clustered (see the module docstring).
@@ -185,6 +187,7 @@ def optimize(
         writer_options: Parquet encoding of the new files.
         retry: the commit retry policy.
         progress: called after every bin.
+        snapshot: the table's snapshot to plan from when the caller has loaded it already (default: the latest).
 
     Returns:
         OptimizeStats; ``committed_version`` is None when nothing was committed.
@@ -201,7 +204,7 @@ def optimize(
     """
     opts = OptimizeOptions.resolve(options, fields, table.uri)
     start_ms = int(time.time() * 1000)
-    snapshot = table.snapshot()
+    snapshot = starting_snapshot(table, snapshot)
     ensure_can_add_files(snapshot)
     spec = clustering_spec(snapshot)
     if spec is not None and spec.columns:

@@ -46,6 +46,7 @@ from airflow_provider_deltalite.maintenance.rewrites import (
     commit_rewrite,
     considered_files,
     resolve_sizes,
+    starting_snapshot,
 )
 
 MAX_COLUMNS = 32
@@ -228,6 +229,7 @@ def zorder(
     writer_options: WriterOptions | None = None,
     retry: RetryPolicy | None = None,
     progress: Callable[[OptimizeProgress], None] | None = None,
+    snapshot: Snapshot | None = None,
     **fields: Any,
 ) -> OptimizeStats:
     """Cluster ``table`` along ``curve`` over ``columns`` (see the module docstring).
@@ -242,6 +244,7 @@ def zorder(
         writer_options: Parquet encoding of the new files.
         retry: the commit retry policy.
         progress: called after every partition.
+        snapshot: the table's snapshot to plan from when the caller has loaded it already (default: the latest).
 
     Returns:
         OptimizeStats with ``z_order_stats``; ``committed_version`` None when every partition was already clustered.
@@ -258,7 +261,7 @@ def zorder(
     else:
         opts = ZOrderOptions.build({"columns": columns, **fields}, table.uri)
     start_ms = int(time.time() * 1000)
-    snapshot = table.snapshot()
+    snapshot = starting_snapshot(table, snapshot)
     refuse_clustered(snapshot, opts.columns)
     ensure_can_add_files(snapshot)
     plan = plan_zorder(snapshot, opts.columns, curve=opts.curve, where=opts.where, target_size=opts.target_size)

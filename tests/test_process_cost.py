@@ -1,0 +1,216 @@
+"""Per-process cost: a `deltalite` command imports only what it uses, and one OPTIMIZE reads the log once."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import deltalake
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_provider_deltalite.cli import main, size_histogram
+from airflow_provider_deltalite.cli.startup import PandasBlocker, pandas_kept_out
+from airflow_provider_deltalite.engine.checkpoint_reader import _kept_pieces
+from airflow_provider_deltalite.engine.errors import InvalidArgument
+from airflow_provider_deltalite.engine.storage.table_storage import Storage
+from airflow_provider_deltalite.maintenance.optimize import optimize
+from airflow_provider_deltalite.table import DeltaTable
+from tests.helpers import cli_failure, tree_state
+
+# Top-level packages no local `describe` or `optimize` uses: pandas (pyarrow would import it for nothing), Airflow,
+# Spark, the object-store backends and their HTTP stacks, the peer engines.
+HEAVY = {
+    "pandas",
+    "airflow",
+    "pyspark",
+    "py4j",
+    "s3fs",
+    "gcsfs",
+    "adlfs",
+    "aiobotocore",
+    "botocore",
+    "boto3",
+    "aiohttp",
+    "requests",
+    "deltalake",
+    "delta_kernel_rust_sharing_wrapper",
+    "sqlalchemy",
+    "pendulum",
+    "grpc",
+}
+
+# Runs one command in a fresh interpreter, then reports on stderr which HEAVY packages and which of our maintenance
+# modules it imported, and whether pandas still imports afterwards (the block is scoped to the command).
+RUNNER = """
+import json, sys
+from airflow_provider_deltalite.cli import main
+code = main(sys.argv[2:])
+heavy = set(json.loads(sys.argv[1]))
+report = {
+    "code": code,
+    "heavy": sorted({m.partition(".")[0] for m in sys.modules} & heavy),
+    "maintenance": sorted(m for m in sys.modules if m.startswith("airflow_provider_deltalite.maintenance.")),
+}
+import pandas
+report["pandas_after"] = pandas.__name__
+sys.stderr.write(json.dumps(report) + "\\n")
+"""
+
+
+def run_command(*args: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    out = subprocess.run(
+        [sys.executable, "-c", RUNNER, json.dumps(sorted(HEAVY)), *args], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout), json.loads(out.stderr.strip().splitlines()[-1])
+
+
+def write_table(path: Path, commits: int, checkpoint_at: int | None = None) -> None:
+    for i in range(commits):
+        rows = pa.table({"id": pa.array(range(i * 10, i * 10 + 10), pa.int64()), "p": ["x", "y"] * 5})
+        deltalake.write_deltalake(str(path), rows, mode="append", partition_by=["p"])
+        if i == checkpoint_at:
+            deltalake.DeltaTable(str(path)).create_checkpoint()
+
+
+def test_describe_and_optimize_import_nothing_heavy(tmp_path: Path) -> None:
+    table = tmp_path / "t"
+    write_table(table, 3)
+    doc, report = run_command("describe", "--json", str(table))
+    # the options module is the CLI's argument parsing; no operation is loaded
+    options = ["airflow_provider_deltalite.maintenance.options"]
+    assert report == {"code": 0, "heavy": [], "maintenance": options, "pandas_after": "pandas"}
+    oracle = deltalake.DeltaTable(str(table))
+    assert (doc["version"], doc["numFiles"]) == (oracle.version(), len(oracle.file_uris())) == (2, 6)
+
+    stats, report = run_command("optimize", "--json", "--compression", "zstd", str(table))
+    assert (report["code"], report["heavy"], report["pandas_after"]) == (0, [], "pandas")
+    assert "airflow_provider_deltalite.maintenance.optimize" in report["maintenance"]
+    assert not [m for m in report["maintenance"] if ".vacuum" in m or ".changes" in m]
+    oracle = deltalake.DeltaTable(str(table))
+    assert (stats["numFilesRemoved"], stats["numFilesAdded"]) == (6, 2)
+    assert oracle.version() == 3 and len(oracle.file_uris()) == 2
+    assert sorted(oracle.to_pyarrow_table().column("id").to_pylist()) == list(range(30))
+    codecs = {pq.ParquetFile(uri).metadata.row_group(0).column(0).compression for uri in oracle.file_uris()}
+    assert codecs == {"ZSTD"}
+
+
+def test_a_bad_codec_is_one_line_and_writes_nothing(tmp_path: Path) -> None:
+    table = tmp_path / "t"
+    write_table(table, 2)
+    before = tree_state(table)
+    line = cli_failure("optimize", str(table), "--compression", "lzo")
+    assert line == (
+        f"deltalite: error: table {table}: compression must be one of snappy, zstd, gzip, brotli, lz4, none, got 'lzo'"
+    )
+    assert tree_state(table) == before
+
+
+def test_the_block_is_scoped_to_pandas_free_commands_on_the_local_executor() -> None:
+    with pandas_kept_out("describe", None) as blocked:
+        assert blocked == ("pandas" not in sys.modules)
+        assert any(isinstance(f, PandasBlocker) for f in sys.meta_path) == blocked
+    assert not any(isinstance(f, PandasBlocker) for f in sys.meta_path)
+    for command, executor in (("scan", None), ("optimize", "spark"), ("demo", None)):
+        with pandas_kept_out(command, executor) as blocked:
+            assert blocked is False
+            assert not any(isinstance(f, PandasBlocker) for f in sys.meta_path)
+
+
+class ReadCounter:
+    """Counts the outermost `Storage` reads and listings by file name (`read_many` calls `read`: one read each)."""
+
+    METHODS = ("read", "read_many", "read_range", "open_input", "open_data_file", "list_from", "list_dir", "exists")
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls: Counter[tuple[str, str]] = Counter()
+        self.local = threading.local()  # the executor's threads read at the same time; nesting is per thread
+        self.lock = threading.Lock()
+        for name in self.METHODS:
+            monkeypatch.setattr(Storage, name, self._counting(name, getattr(Storage, name)))
+
+    def _counting(self, name: str, method: Any) -> Any:
+        counter = self
+
+        def counted(storage: Storage, target: str | Iterable[str], *args: Any, **kwargs: Any) -> Any:
+            if isinstance(target, str):
+                names = [target]
+            else:
+                target = list(target)
+                names = target
+            depth = getattr(counter.local, "depth", 0)
+            if depth == 0:
+                with counter.lock:
+                    for n in names:
+                        counter.calls[(name, n.rsplit("/", 1)[-1])] += 1
+            counter.local.depth = depth + 1
+            try:
+                return method(storage, target, *args, **kwargs)
+            finally:
+                counter.local.depth = depth
+
+        return counted
+
+    def log_reads(self) -> dict[tuple[str, str], int]:
+        return {k: v for k, v in self.calls.items() if k[0] != "open_data_file"}
+
+
+def test_one_optimize_loads_the_snapshot_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    table = tmp_path / "t"
+    write_table(table, 13, checkpoint_at=10)  # versions 0-12, a checkpoint at 10
+    counter = ReadCounter(monkeypatch)
+    assert main(["optimize", "--json", str(table)]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    # one snapshot: _last_checkpoint, one listing of the log, the checkpoint, the two commits after it; the commit
+    # of version 13 is a create-only write of a version nobody took, so nothing is read again
+    assert counter.log_reads() == {
+        ("read", "_last_checkpoint"): 1,
+        ("list_from", "_delta_log"): 1,
+        ("read_many", "00000000000000000010.checkpoint.parquet"): 1,
+        ("read_many", "00000000000000000011.json"): 1,
+        ("read_many", "00000000000000000012.json"): 1,
+    }
+    oracle = deltalake.DeltaTable(str(table))
+    assert oracle.version() == stats["committedVersion"] == 13
+    assert sum(n for (m, _), n in counter.calls.items() if m == "open_data_file") == 26 == stats["numFilesRemoved"]
+
+
+def test_checkpoint_rows_are_sliced_when_few_runs_and_filtered_when_fragmented() -> None:
+    values = pa.array([f"path-{i}" for i in range(10_000)])
+    few = np.ones(10_000, dtype=bool)
+    few[[0, 1, 5_000]] = False  # the non-add rows of a checkpoint, one superseded file
+    pieces = _kept_pieces(values, pa.array(few))
+    assert [(p.offset, len(p)) for p in pieces] == [(2, 4_998), (5_001, 4_999)]
+    # slices share the decoded buffer: nothing copied
+    assert {p.buffers()[2].address for p in pieces} == {values.buffers()[2].address}
+    fragmented = np.arange(10_000) % 3 != 0  # 3,333 runs: more than _MIN_RUNS and than one per 1,024 rows
+    (piece,) = _kept_pieces(values, pa.array(fragmented))
+    assert piece.offset == 0 and piece.to_pylist() == [f"path-{i}" for i in range(10_000) if i % 3]
+    assert _kept_pieces(values, pa.array(np.zeros(10_000, dtype=bool)))[0].to_pylist() == []
+
+
+def test_size_histogram_bins_at_the_limits() -> None:
+    mb, gb = 1 << 20, 1 << 30
+    sizes = [0, mb - 1, mb, 8 * mb - 1, 8 * mb, 64 * mb, 128 * mb - 1, 128 * mb, gb - 1, gb, 5 * gb]
+    expected = {"<1MB": 2, "<8MB": 2, "<64MB": 1, "<128MB": 2, "<1GB": 2, ">=1GB": 2}
+    assert size_histogram(sizes) == size_histogram(pa.array(sizes)) == expected
+
+
+def test_a_snapshot_of_another_table_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    write_table(a, 2)
+    write_table(b, 2)
+    before = tree_state(a)
+    with pytest.raises(InvalidArgument) as info:
+        optimize(DeltaTable(str(a)), snapshot=DeltaTable(str(b)).snapshot())
+    assert str(info.value) == f"table {a}: the snapshot passed is of another table ({b})"
+    assert tree_state(a) == before
