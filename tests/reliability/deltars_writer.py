@@ -79,8 +79,14 @@ def apply(command: Mapping[str, Any]) -> dict[str, Any]:
             report.update(ok=True, version=0, added=command["rows"])
             return report
         dt = DeltaTable(command["uri"], version=command.get("read_version"), storage_options=dict(command["options"]))
+        report["read_version"] = dt.version()
         if op == "append":
             write_deltalake(dt, _rows_table(command["rows"]), mode="append", commit_properties=props)
+            report["added"] = command["rows"]
+        elif op == "evolve":
+            # an append that adds a column: schema evolution changes the table's metadata
+            data = _rows_table(command["rows"]).append_column("extra", pa.array(["x"] * len(command["rows"])))
+            write_deltalake(dt, data, mode="append", schema_mode="merge", commit_properties=props)
             report["added"] = command["rows"]
         elif op == "delete":
             metrics = dt.delete(_where(command["part"], command["ids"]), commit_properties=props)

@@ -33,12 +33,12 @@ from typing import Any
 import pytest
 
 from airflow_provider_deltalite import DeltaTable
-from airflow_provider_deltalite.engine.errors import ConcurrentDeleteRead, ConcurrentModification
+from airflow_provider_deltalite.engine.errors import CommitTooLate, ConcurrentModification
 from airflow_provider_deltalite.maintenance import rewrites
 from airflow_provider_deltalite.maintenance.vacuum import run as vacuum_run
 from tests.moto_server import deltars_s3_options
 from tests.reliability.deltars_writer import apply
-from tests.reliability.ledger import Ledger, check_log, commit_infos, live_paths, read_versions
+from tests.reliability.ledger import Ledger, Versions, check_log, commit_infos, read_versions
 from tests.reliability.soak import RecordingExecutor
 
 REPO = Path(__file__).resolve().parents[2]
@@ -136,11 +136,11 @@ def test_each_race_ends_as_the_reference_says(target: dict[str, Any], held: tupl
     for part, ids in [("p2", (21, 22)), ("p2", (23, 24)), ("p2", (25, 26)), ("p0", (5, 6))]:
         assert rs("append", rows=_rows(part, *ids))["ok"]
     table = DeltaTable(uri, options)
+    versions = Versions(table)
     outcomes = []
 
     def ours(op: str, point: str, deltars_op: str, run: Any, **spec: Any) -> None:
         hook.arm(point, deltars_op, **spec)
-        before = live_paths(table, table.latest_version())
         try:
             stats = run()
         except ConcurrentModification as exc:
@@ -150,7 +150,7 @@ def test_each_race_ends_as_the_reference_says(target: dict[str, Any], held: tupl
         version, winner = stats.committed_version, hook.report["version"]
         ledger.ours[version] = "OPTIMIZE"
         # it landed right after delta-rs's commit and left delta-rs's new files live
-        kept = live_paths(table, winner) - live_paths(table, winner - 1) <= live_paths(table, version)
+        kept = versions.live(winner) - versions.live(winner - 1) <= versions.live(version)
         outcomes.append((op, deltars_op, "committed", version == winner + 1, kept))
 
     def optimize(where: str) -> Any:
@@ -178,6 +178,8 @@ def test_each_race_ends_as_the_reference_says(target: dict[str, Any], held: tupl
         outcomes.append(("deltars-from-" + str(stale), op, r["ok"], r.get("error"), first_line))
     ours("ZORDER", "after_data_files", "append", zorder("part = 'p2'"), rows=_rows("p2", 27, 28))
     ours("ZORDER", "after_data_files", "delete", zorder("part = 'p0'"), part="p0", ids=[4])
+    # schema evolution: the metadata changed, so the commit is retried on the new snapshot (same partitioning)
+    ours("OPTIMIZE", "after_data_files", "evolve", optimize("part = 'p1'"), rows=_rows("p1", 19))
     assert [o[:5] for o in outcomes] == [
         ("OPTIMIZE", "append", "committed", True, True),
         ("OPTIMIZE", "delete", "ConcurrentDeleteRead", "DELETE", True),
@@ -191,8 +193,11 @@ def test_each_race_ends_as_the_reference_says(target: dict[str, Any], held: tupl
         (f"deltars-from-{stale}", "append", True, None, None),
         ("ZORDER", "append", "committed", True, True),
         ("ZORDER", "delete", "ConcurrentDeleteRead", "DELETE", True),
+        ("OPTIMIZE", "evolve", "committed", True, True),
     ]
     table.checkpoint()  # delta-rs reads the versions after it from our checkpoint
+    checked = table.latest_version()
+    assert read_versions(ledger, versions, uri, target["deltars"], 0, checked) == []
 
     # VACUUM with no retention, held after VACUUM START while delta-rs rewrites a file live in VACUUM's snapshot
     on_storage = _data_files(table)
@@ -205,15 +210,15 @@ def test_each_race_ends_as_the_reference_says(target: dict[str, Any], held: tupl
     snap = stats.latest_commit_version
     # exactly what no version from VACUUM's snapshot on references: the tombstoned files and the files the aborted
     # rewrites left; none delta-rs's update removed while VACUUM ran, none it added
-    expected = on_storage - live_paths(table, snap)
+    expected = on_storage - versions.live(snap)
     assert sorted(executor.deleted) == sorted(expected)
     assert len(expected) >= 4 + 5  # 4 aborted rewrites' files, and at least the 5 files the first OPTIMIZEs removed
     assert not _data_files(table) & expected
     latest = table.latest_version()
     check_log(ledger, commit_infos(table.storage, latest))
-    skipped = read_versions(ledger, table, uri, target["deltars"], latest, gone=executor.deleted)
-    # with no retention, only versions before VACUUM's snapshot may miss files
-    assert skipped and max(skipped) < snap
+    # with no retention, versions before VACUUM's snapshot may miss files (most do); none after it
+    assert read_versions(ledger, versions, uri, target["deltars"], snap, latest, gone=executor.deleted) == []
+    assert [v for v in range(snap) if versions.live(v) & expected]
 
 
 CONCURRENT_APPEND_RS = "Failed to commit transaction: Commit failed: a concurrent transactions added new data."
@@ -223,3 +228,143 @@ def _data_files(table: DeltaTable) -> set[str]:
     """Every data file on storage, relative to the table root (listed with fsspec, not by VACUUM)."""
     fs, root = table.storage.fs, table.storage.full_path("").rstrip("/")
     return {p[len(root) + 1 :] for p in fs.find(root) if "/_delta_log/" not in p and p.endswith(".parquet")}
+
+
+# the stress table's delta.deletedFileRetentionDuration: VACUUM deletes what was removed earlier in the run
+RETENTION_S = 4
+
+
+def _spawn_writer(target: dict[str, Any], tmp_path: Path, worker: int) -> subprocess.Popen:
+    args = ["--uri", target["uri"], "--options", json.dumps(target["deltars"]), "--worker", str(worker)]
+    args += ["--seed", str(19_000 + worker), "--ops", str(OPS), "--out", str(tmp_path / f"writer-{worker}.jsonl")]
+    args += ["--barrier", str(tmp_path / "barrier"), "--parties", str(WRITERS + 1)]
+    cmd = [sys.executable, "-m", "tests.reliability.deltars_writer", *args]
+    return subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _tombstone_times(table: DeltaTable, latest: int) -> dict[str, int]:
+    """The newest deletionTimestamp of every path some commit removed (decoded, as VACUUM names files)."""
+    from urllib.parse import unquote
+
+    times: dict[str, int] = {}
+    for v in range(latest + 1):
+        for line in table.storage.read(f"_delta_log/{v:020d}.json").decode().splitlines():
+            remove = json.loads(line).get("remove") if line.strip() else None
+            if remove:
+                path = unquote(remove["path"])
+                times[path] = max(times.get(path, 0), int(remove["deletionTimestamp"]))
+    return times
+
+
+def test_three_deltars_writers_during_maintenance(target: dict[str, Any], tmp_path: Path) -> None:
+    uri, options = target["uri"], target["options"]
+    ledger = Ledger()
+    config = {"delta.checkpointInterval": "5", "delta.deletedFileRetentionDuration": f"interval {RETENTION_S} seconds"}
+    base = {"uri": uri, "options": target["deltars"]}
+    ledger.record(apply({**base, "op": "create", "tag": "init0", "rows": _rows("p0", 1, 2), "configuration": config}))
+    for n, part in enumerate(("p1", "p2"), start=1):
+        ledger.record(apply({**base, "op": "append", "tag": f"init{n}", "rows": _rows(part, 10 * n, 10 * n + 1)}))
+    assert all(r["ok"] for r in ledger.deltars)
+    table = DeltaTable(uri, options)
+    writers = [_spawn_writer(target, tmp_path, w) for w in range(1, WRITERS + 1)]
+    (tmp_path / "barrier").mkdir(exist_ok=True)
+    (tmp_path / "barrier" / "test").touch()
+
+    ours: list[dict[str, Any]] = []
+    vacuums: list[dict[str, Any]] = []
+    cycle = 0
+    # our maintenance loop, while the writers run and twice more after (VACUUM every other round)
+    while any(w.poll() is None for w in writers) or cycle < 2:
+        part = f"p{cycle % 3}"
+        ours.append(_maintain("OPTIMIZE", ledger, lambda: table.optimize()))
+        ours.append(
+            _maintain("ZORDER", ledger, lambda part=part: table.zorder(["val", "id"], where=f"part = '{part}'"))
+        )
+        ours.append(_maintain("CHECKPOINT", ledger, lambda: table.checkpoint()))
+        if cycle % 2:
+            ours.append(_maintain("VACUUM", ledger, lambda: _vacuum(table, ledger, vacuums)))
+        cycle += 1
+    for w in writers:
+        out, _ = w.communicate(timeout=120)
+        assert w.returncode == 0, out
+    for f in sorted(tmp_path.glob("writer-*.jsonl")):
+        for line in f.read_text().splitlines():
+            ledger.record(json.loads(line))
+    print(json.dumps({"ours": ours, "vacuums": [{**v, "deleted": len(v["deleted"])} for v in vacuums]}))  # with -s
+
+    # delta-rs: a lost race is its typed CommitFailedError; what committed did exactly what the writer asked
+    reports = ledger.deltars
+    assert len(reports) == 3 + WRITERS * OPS
+    untyped = [r for r in reports if not r["ok"] and r["error"] != "CommitFailedError"]
+    assert not untyped, json.dumps(untyped)
+    for r in reports:
+        if r["ok"] and r["op"] in ("delete", "update"):
+            assert r["metrics"]["rows"] == len(r["deleted"] or r["updated"]), r
+        if r["ok"] and r["op"] == "merge":
+            assert r["metrics"] == {"rows": len(r["updated"]), "inserted": len(r["added"])}, r
+    latest = table.latest_version()
+    check_log(ledger, commit_infos(table.storage, latest))
+    # VACUUM deleted no file a version from its snapshot on references, and only files removed before its horizon
+    versions = Versions(table)
+    tombstoned = _tombstone_times(table, latest)
+    gone: set[str] = set()
+    for run in vacuums:
+        deleted = set(run["deleted"])
+        gone |= deleted
+        assert not [v for v in range(run["snap"], latest + 1) if versions.live(v) & deleted]
+        assert all(tombstoned[p] < run["horizon"] for p in deleted if p in tombstoned)
+    skipped = read_versions(ledger, versions, uri, target["deltars"], 0, latest, gone=gone)
+    # a version may miss files only when it was superseded before a VACUUM's horizon
+    assert not skipped or max(skipped) < max(run["snap"] for run in vacuums)
+    # every kind of operation ran, so the checks above did not hold vacuously
+    assert {r["op"] for r in reports if r["ok"]} == {"create", "append", "delete", "update", "merge"}
+    assert {o["op"] for o in ours if o["ok"]} == {"OPTIMIZE", "ZORDER", "CHECKPOINT", "VACUUM"}
+    assert [v for v, op in ledger.ours.items() if op == "OPTIMIZE"]
+
+
+def _maintain(name: str, ledger: Ledger, run: Any) -> dict[str, Any]:
+    """Run one of our operations; it commits (recorded in the ledger) or aborts typed (recorded in the outcome)."""
+    try:
+        stats = run()
+    except ConcurrentModification as exc:
+        return {"op": name, "ok": False, "error": type(exc).__name__, "winner": exc.winning_operation}
+    except CommitTooLate as exc:  # the files waited longer than half the retention: refused, nothing committed
+        return {"op": name, "ok": False, "error": type(exc).__name__}
+    version = getattr(stats, "committed_version", None)
+    if version is not None:
+        ledger.ours[version] = "OPTIMIZE"
+    return {"op": name, "ok": True, "version": version}
+
+
+def _vacuum(table: DeltaTable, ledger: Ledger, runs: list[dict[str, Any]]) -> None:
+    """VACUUM with the table's retention; what it deleted, its snapshot version and its horizon go into ``runs``."""
+    executor = RecordingExecutor(4)
+    stats = table.vacuum(executor=executor)
+    start, end = stats.committed_versions
+    ledger.ours.update({start: "VACUUM START", end: "VACUUM END"})
+    runs.append(
+        {"snap": stats.latest_commit_version, "horizon": stats.min_retained_timestamp, "deleted": executor.deleted}
+    )
+
+
+def test_a_checkpoint_deltars_wrote_is_reused_not_replaced(target: dict[str, Any]) -> None:
+    """Replacing delta-rs's `<v>.checkpoint.parquet` with ours (another size) made delta-rs readers that had listed it
+    fail with "Invalid Parquet file. Corrupt footer" on S3; like the reference, we reuse the file that is there."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    uri, options = target["uri"], target["options"]
+    ledger = Ledger()
+    base = {"uri": uri, "options": target["deltars"]}
+    config = {"delta.checkpointInterval": "2"}
+    ledger.record(apply({**base, "op": "create", "tag": "c", "rows": _rows("p0", 1, 2), "configuration": config}))
+    ledger.record(apply({**base, "op": "append", "tag": "a", "rows": _rows("p1", 10)}))
+    table = DeltaTable(uri, options)
+    path = "_delta_log/00000000000000000001.checkpoint.parquet"
+    theirs = table.storage.read(path)  # delta-rs 1.6.3 checkpoints after version v when (v + 1) % interval == 0
+    info = table.checkpoint().checkpoint
+    assert table.storage.read(path) == theirs
+    rows = pq.read_metadata(io.BytesIO(theirs)).num_rows
+    assert (info.version, info.paths, info.size, info.size_in_bytes) == (1, (path,), rows, len(theirs))
+    assert read_versions(ledger, Versions(table), uri, target["deltars"], 0, 1) == []
