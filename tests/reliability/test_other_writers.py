@@ -17,7 +17,9 @@ what the ledger alone implies. The races:
   delta-rs starting from a version before our OPTIMIZE and changing compacted rows: delta-rs fails its commit. A VACUUM
   (retention 0) held after VACUUM START while delta-rs rewrites a file: nothing a later version references is deleted.
 - `test_three_deltars_writers_during_maintenance`: 3 delta-rs processes x 10 seeded operations while this process runs
-  OPTIMIZE, Z-order, checkpoint and VACUUM (the table's retention: 3 s) in a loop.
+  OPTIMIZE, Z-order, checkpoint and VACUUM (the table's retention: `RETENTION_S`) in a loop, then the same checks, and
+  VACUUM's: it deleted no file a version from its snapshot on references, and only files removed before its horizon.
+- `test_a_checkpoint_deltars_wrote_is_reused_not_replaced`: the regression test of the one engine change this found.
 """
 
 from __future__ import annotations
@@ -124,6 +126,18 @@ def held(target: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Iterator[tu
         yield hook, ledger
     finally:
         deltars.close()
+
+
+def test_deltars_never_overwrites_a_version(target: dict[str, Any]) -> None:
+    """With these storage options delta-rs writes a version only if it is absent, as deltalite does."""
+    base = {"uri": target["uri"], "options": target["deltars"]}
+    assert apply({**base, "op": "create", "tag": "c", "rows": _rows("p0", 1)})["ok"]
+    table = DeltaTable(target["uri"], target["options"])
+    taken = b'{"commitInfo":{"timestamp":1,"operation":"SOMEONE ELSE"}}\n'
+    table.storage.write("_delta_log/00000000000000000001.json", taken)  # another writer's version 1
+    report = apply({**base, "op": "append", "tag": "a", "rows": _rows("p0", 2), "read_version": 0})
+    assert (report["ok"], report["version"]) == (True, 2)
+    assert table.storage.read("_delta_log/00000000000000000001.json") == taken
 
 
 def test_each_race_ends_as_the_reference_says(target: dict[str, Any], held: tuple[HeldAt, Ledger]) -> None:
