@@ -80,6 +80,17 @@ def check_log(ledger: Ledger, infos: Mapping[int, Mapping[str, Any]], first_ours
         assert infos[v].get("operation") == op and tags[v] is None, (v, infos[v].get("operation"), op)
 
 
+def check_ours_change_no_data(ledger: Ledger, storage: Any) -> None:
+    """Our commits only rearrange: every add and remove has dataChange=false (VACUUM START/END have none), so no
+    delta-rs conflict ("deleted data this operation read") and no row change can come from them."""
+    for v in ledger.ours:
+        for line in storage.read(f"_delta_log/{v:020d}.json").decode().splitlines():
+            action = json.loads(line) if line.strip() else {}
+            for kind in ("add", "remove", "cdc"):
+                if kind in action:
+                    assert ledger.ours[v] == "OPTIMIZE" and action[kind]["dataChange"] is False, (v, kind)
+
+
 def _rows(t: Any) -> list[Row]:
     cols = [t.column(c).to_pylist() for c in ("id", "part", "val")]
     return sorted(zip(*cols, strict=True))

@@ -40,7 +40,14 @@ from airflow_provider_deltalite.maintenance import rewrites
 from airflow_provider_deltalite.maintenance.vacuum import run as vacuum_run
 from tests.moto_server import deltars_s3_options
 from tests.reliability.deltars_writer import apply
-from tests.reliability.ledger import Ledger, Versions, check_log, commit_infos, read_versions
+from tests.reliability.ledger import (
+    Ledger,
+    Versions,
+    check_log,
+    check_ours_change_no_data,
+    commit_infos,
+    read_versions,
+)
 from tests.reliability.soak import RecordingExecutor
 
 REPO = Path(__file__).resolve().parents[2]
@@ -230,6 +237,7 @@ def test_each_race_ends_as_the_reference_says(target: dict[str, Any], held: tupl
     assert not _data_files(table) & expected
     latest = table.latest_version()
     check_log(ledger, commit_infos(table.storage, latest))
+    check_ours_change_no_data(ledger, table.storage)
     # with no retention, versions before VACUUM's snapshot may miss files (most do); none after it
     assert read_versions(ledger, versions, uri, target["deltars"], snap, latest, gone=executor.deleted) == []
     assert [v for v in range(snap) if versions.live(v) & expected]
@@ -319,6 +327,7 @@ def test_three_deltars_writers_during_maintenance(target: dict[str, Any], tmp_pa
             assert r["metrics"] == {"rows": len(r["updated"]), "inserted": len(r["added"])}, r
     latest = table.latest_version()
     check_log(ledger, commit_infos(table.storage, latest))
+    check_ours_change_no_data(ledger, table.storage)
     # VACUUM deleted no file a version from its snapshot on references, and only files removed before its horizon
     versions = Versions(table)
     tombstoned = _tombstone_times(table, latest)
