@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 
 from airflow_provider_deltalite.engine import actions as A
 from airflow_provider_deltalite.engine.arrow_util import contiguous
+from airflow_provider_deltalite.engine.checkpoint_file import write_or_reuse
 from airflow_provider_deltalite.engine.conform import delta_schema_to_arrow
 from airflow_provider_deltalite.engine.crash_points import crash_point
 from airflow_provider_deltalite.engine.last_checkpoint import read_last_checkpoint_hint, write_last_checkpoint
@@ -351,7 +352,8 @@ def write_checkpoint(snapshot: Snapshot, *, now_ms: int | None = None) -> Checkp
     ``delta.checkpointPolicy`` is ``v2``: then the file actions go to sidecar files under `_delta_log/_sidecars/`
     (one per 50,000 actions) and a UUID-named top-level file holds one `checkpointMetadata` row, a `sidecar` row per
     sidecar and the non-file actions. With v2Checkpoint supported but the classic policy, the classic file carries a
-    `checkpointMetadata` row (a V2-spec classic checkpoint). Every file is written atomically; `_last_checkpoint` is
+    `checkpointMetadata` row (a V2-spec classic checkpoint). A classic file another writer already wrote for this
+    version is reused, not replaced (`checkpoint_file`). Every file is written atomically; `_last_checkpoint` is
     written last and never moved back from a newer checkpoint to an older one (one that names a checkpoint missing
     from the log is replaced).
 
@@ -397,9 +399,9 @@ def write_checkpoint(snapshot: Snapshot, *, now_ms: int | None = None) -> Checkp
         table = _assemble(top_schema, [*header, *non_file, (A.ADD, adds), (A.REMOVE, removes)])
         data = _to_parquet(table)
         path = f"{LOG_DIR}/{version_prefix(version)}.checkpoint.parquet"
-        storage.write(path, data)
+        size, total_bytes = write_or_reuse(storage, path, data, table.num_rows)  # another writer's stays as it is
         written.append(path)
-        size, total_bytes, v2_pointer = table.num_rows, len(data), None
+        v2_pointer = None
     else:
         # Sidecars first: the top-level file names them, and a reader must never find it before they exist.
         file_schema = pa.schema(file_fields)
