@@ -4,6 +4,7 @@ moto). All use of s3fs's private API (its event loop and ``_call_s3``) is here."
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Container, Iterator
 from contextvars import ContextVar
@@ -33,7 +34,7 @@ def parse_timestamp(value: Any) -> Any:
             return datetime.fromisoformat(value)
         except ValueError:
             pass
-    from botocore.utils import parse_timestamp as botocore_parse_timestamp
+    from botocore.utils import parse_timestamp as botocore_parse_timestamp  # type: ignore[import-untyped]
 
     return botocore_parse_timestamp(value)
 
@@ -75,12 +76,12 @@ def _parse_listing(response_dict: dict[str, Any], customized_response_dict: dict
     response_dict["body"] = ElementTree.tostring(rest)
 
 
-def _columns(response: dict[str, Any]) -> tuple[list[str], list[int], list[int], list[str]]:
+def _columns(response: dict[str, Any]) -> Any:
     """A listing page's keys, sizes, mtimes (ms) and common prefixes: as `_parse_listing` left them, or from
     botocore's own parse (a client our handler was not registered on yet)."""
     found = response.get(_COLUMNS)
     if found is not None:
-        return found  # type: ignore[no-any-return]
+        return found
     contents = response.get("Contents", [])
     return (
         [obj["Key"] for obj in contents],
@@ -109,7 +110,7 @@ class S3Backend(FsspecBackend):
                 kwargs["ContinuationToken"] = token
             elif start_after is not None:
                 kwargs["StartAfter"] = prefix + start_after
-            response = self.request(lambda kwargs=kwargs: self._list_page(kwargs))
+            response = self.request(functools.partial(self._list_page, kwargs))
             yield prefix, response
             if not response.get("IsTruncated"):
                 return
