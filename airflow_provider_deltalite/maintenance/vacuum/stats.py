@@ -69,10 +69,18 @@ class VacuumStats:
 
 @dataclass(frozen=True)
 class VacuumProgress:
-    """Reported while listing (``phase="listing"``: directories listed, files found) and deleting
-    (``phase="deleting"``: files done of ``total``)."""
+    """Reported while listing (``phase="listing"``: directories listed, files found; at most every 2 s or 10,000
+    files, and once at the end) and deleting (``phase="deleting"``: files done of ``total``).
+
+    ``elapsed_s``: seconds since the phase began; ``rate``: files listed (or done) per second."""
 
     phase: str
     done: int
     total: int | None
     files: int = 0
+    elapsed_s: float = 0.0
+
+    @property
+    def rate(self) -> float:
+        count = self.files if self.phase == "listing" else self.done
+        return count / self.elapsed_s if self.elapsed_s > 0 else 0.0
