@@ -239,3 +239,14 @@ def test_an_s3_inventory_report_on_moto(s3_endpoint: dict[str, Any], tmp_path: P
     fs.invalidate_cache()
     left = {k.split("/", 2)[2] for k in fs.find(f"{bucket}/t")}
     assert not (left & expected) and live <= left
+
+
+def test_inventory_options_from_text_and_json() -> None:
+    from airflow_provider_deltalite.maintenance.options import VacuumOptions
+
+    opts = VacuumOptions.from_text({"inventory": " s3://b/inv/manifest.json ", "inventory_format": "S3-Inventory"})
+    assert (opts.inventory, opts.inventory_format) == ("s3://b/inv/manifest.json", "s3-inventory")
+    assert VacuumOptions.from_json(opts.to_json()) == opts
+    assert VacuumOptions.from_text({"inventory": "None", "inventory_format": ""}).inventory is None
+    with pytest.raises(InvalidArgument, match="inventory_format must be 'csv' or 'parquet' or 's3-inventory'"):
+        VacuumOptions(inventory="x.csv", inventory_format="orc")
