@@ -20,6 +20,7 @@ from airflow_provider_deltalite.engine.storage.paths import describe
 from airflow_provider_deltalite.engine.storage.retry import TRANSIENT_CODES, is_backend_failure, is_transient
 
 DELETE_OBJECTS_LIMIT = 1000  # keys per DeleteObjects request
+LIST_SPLIT_EVERY = 2000  # known names per key range when a large directory is listed in parallel ranges
 _COLUMNS = "DeltaliteColumns"  # where `_parse_listing` leaves a listing page, in the parsed response
 # Set inside the asyncio task of one of our listing requests only: s3fs's own listings keep botocore's full parse.
 _OWN_LISTING: ContextVar[bool] = ContextVar("deltalite_own_listing", default=False)
@@ -97,6 +98,8 @@ class S3Backend(FsspecBackend):
     lists_from_name = True
     atomic_create_only = True
     delete_batch_size = DELETE_OBJECTS_LIMIT
+    list_page_size: int | None = None  # MaxKeys of a listing request (None: the store's default, 1,000)
+    list_split_every = LIST_SPLIT_EVERY
 
     def _pages(self, full_dir: str, start_after: str | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
         """The key prefix of ``full_dir`` and each page of its one-level listing (``/`` delimiter); each page is
@@ -106,6 +109,8 @@ class S3Backend(FsspecBackend):
         token = None
         while True:
             kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "Delimiter": "/"}
+            if self.list_page_size is not None:
+                kwargs["MaxKeys"] = self.list_page_size
             if token:
                 kwargs["ContinuationToken"] = token
             elif start_after is not None:
@@ -158,26 +163,61 @@ class S3Backend(FsspecBackend):
         return out
 
     def list_dir(self, full_dir: str, without_details: Container[str]) -> DirListing:
+        # A large directory is listed as key ranges in parallel: the names the caller already knows (the table's
+        # files in it) split its key space, each range its own ListObjectsV2 pages from StartAfter to the next split.
+        ranges: list[tuple[str | None, str | None]] = [(None, None)]
+        if isinstance(without_details, set | frozenset) and len(without_details) >= 2 * self.list_split_every:
+            bounds = sorted(without_details)[self.list_split_every :: self.list_split_every]
+            ranges = list(zip([None, *bounds], [*bounds, None], strict=True))
+        if len(ranges) == 1:
+            parts = [self._list_range(full_dir, None, None)]
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(min(len(ranges), self.default_concurrency)) as pool:
+                parts = list(pool.map(lambda r: self._list_range(full_dir, *r), ranges))
         names: list[str] = []
         sizes: list[int] = []
         mtimes: list[int] = []
         dirs: list[str] = []
         others: list[str] = []
-        for prefix, response in self._pages(full_dir):
+        for part in parts:  # in key order, as one sequential listing returns them
+            names += part[0]
+            sizes += part[1]
+            mtimes += part[2]
+            dirs += part[3]
+            others += part[4]
+        return DirListing(tuple(names), tuple(sizes), tuple(mtimes), tuple(dirs), (0,) * len(dirs), tuple(others))
+
+    def _list_range(self, full_dir: str, after: str | None, upto: str | None) -> tuple[list[Any], ...]:
+        """Entries of ``full_dir`` named after ``after`` (exclusive) up to ``upto`` (inclusive); None: no bound."""
+        names: list[str] = []
+        sizes: list[int] = []
+        mtimes: list[int] = []
+        dirs: list[str] = []
+        others: list[str] = []
+        for prefix, response in self._pages(full_dir, after):
             keys, page_sizes, page_mtimes, prefixes = _columns(response)
             start = len(prefix)
             for key, size, mtime in zip(keys, page_sizes, page_mtimes, strict=True):
-                if len(key) > start:  # the empty name is the directory's own marker object
-                    names.append(key[start:])
+                name = key[start:]
+                if name and (upto is None or name <= upto):  # the empty name is the directory's own marker object
+                    names.append(name)
                     sizes.append(size)
                     mtimes.append(mtime)
             for common in prefixes:
-                name = common[start:].rstrip("/")
+                entry = common[start:]
+                if upto is not None and entry > upto:
+                    continue
+                name = entry.rstrip("/")
                 if name and "/" not in name:
                     dirs.append(name)
                 else:  # "a//b": a key with an empty segment, not a directory anyone can name
-                    others.append(common[start:])
-        return DirListing(tuple(names), tuple(sizes), tuple(mtimes), tuple(dirs), (0,) * len(dirs), tuple(others))
+                    others.append(entry)
+            last = max(keys[-1] if keys else "", prefixes[-1] if prefixes else "")
+            if upto is not None and last[start:] > upto:
+                break  # the next range lists the rest
+        return names, sizes, mtimes, dirs, others
 
     # -- deletes ---------------------------------------------------------------------------------------------
 
