@@ -5,7 +5,6 @@ See the package docstring for the rules.
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import re
 import time
@@ -54,18 +53,6 @@ from airflow_provider_deltalite.maintenance.vacuum.retention import RetentionWin
 from airflow_provider_deltalite.maintenance.vacuum.stats import VacuumProgress, VacuumStats
 
 log = logging.getLogger(__name__)
-
-
-def release_free_memory() -> None:
-    """Give freed heap memory back to the system (glibc's ``malloc_trim``; elsewhere nothing). Memory that worker
-    threads freed stays in their own malloc arenas, where this thread's next allocations cannot reuse it: at a million
-    listed files that is a quarter of the peak."""
-    try:
-        libc = ctypes.CDLL(None)
-        trim = libc.malloc_trim
-    except (OSError, AttributeError):
-        return
-    trim(0)
 
 
 def _start_parameters(window: RetentionWindow) -> dict[str, Any]:
@@ -173,7 +160,6 @@ def vacuum(
             plan = plan_full(listing, protected, window.horizon_ms, remove_dirs=storage.has_real_directories)
         elif kind == FULL:
             listing = list_table(storage, rule, executor, progress, protected.paths)
-            release_free_memory()  # what the listing threads freed, before planning allocates on this thread
             missing = missing_live_files(listing, protected, rule)
             if missing:
                 raise VacuumRefused(
