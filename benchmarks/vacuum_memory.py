@@ -17,8 +17,10 @@ Target: deltalite's peak RSS <= 1 GiB for both runs.
 Where the memory goes (1M files, RSS read between the phases): 120 MB after the imports; 680 MB once the snapshot
 (the live files and tombstones as Arrow tables), the protected paths and the listing (a path string, size and mtime
 per listed file) are held; 800-815 MB at the peak, while the plan is made. So the bound is linear in the table's
-files: about 0.7 KB per file above the imports. The real run measured ~1,050 MB by default and 808 MB with
-MALLOC_ARENA_MAX=2: the difference is glibc's per-thread malloc arenas keeping memory the listing threads freed.
+files: about 0.7 KB per file above the imports. Runs vary between ~800 and ~1,080 MB: glibc's per-thread malloc
+arenas keep what the listing threads freed, out of reach of the planning thread, depending on how the threads were
+scheduled; with MALLOC_ARENA_MAX=2 the real run measured 808 MB. (A malloc_trim after the listing measured 811 MB
+once and 1,078 MB in the next benchmark run, so it was not kept.)
 
 Run:  .venv/bin/python benchmarks/vacuum_memory.py [--files 1000000] [--regenerate] [--skip-deltars]
 Results: a printed table and benchmarks/results/vacuum_memory.json.
