@@ -162,6 +162,8 @@ class DeltaTable(Table):
         mode: str = "full",
         enforce_retention_duration: bool = True,
         commit_log_entries: bool = True,
+        inventory: str | None = None,
+        inventory_format: str | None = None,
         executor: Executor | None = None,
         max_concurrent_tasks: int | None = None,
         progress: Callable[[VacuumProgress], None] | None = None,
@@ -181,6 +183,8 @@ class DeltaTable(Table):
                 "mode": mode,
                 "enforce_retention_duration": enforce_retention_duration,
                 "commit_log_entries": commit_log_entries,
+                "inventory": inventory,
+                "inventory_format": inventory_format,
             },
             self.uri,
         )

@@ -58,8 +58,9 @@ ENGINES = ("deltalite", "delta-rs")
 # -- the table ---------------------------------------------------------------------------------------------------
 
 
-def generate_table(path: Path, files: int) -> dict[str, int]:
-    """Write the table at ``files`` data files (same proportions as 100,000 = 50k/30k/20k) into ``path``."""
+def generate_table(path: Path, files: int, body: bytes = b"deltalite-bench!") -> dict[str, int]:
+    """Write the table at ``files`` data files (same proportions as 100,000 = 50k/30k/20k) into ``path``; every data
+    file holds ``body`` (16 bytes; nobody reads data files during VACUUM)."""
     import pyarrow as pa  # noqa: F401  (the checkpoint writer needs it; imported here to fail early)
 
     from airflow_provider_deltalite import DeltaTable
@@ -76,7 +77,6 @@ def generate_table(path: Path, files: int) -> dict[str, int]:
     for i in range(files):
         part = f"p{i % partitions:03d}"
         names.append((part, f"part=%s/part-{i:06d}-{uuid.UUID(int=i)}.c000.snappy.parquet" % part))
-    body = b"deltalite-bench!"  # 16 bytes; nobody reads data files during VACUUM
     for part in {p for p, _ in names}:
         (path / f"part={part}").mkdir()
     for _, rel in names:

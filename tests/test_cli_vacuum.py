@@ -40,6 +40,7 @@ STATS_KEYS = {
     "vacuumStartTime",
     "vacuumEndTime",
     "executor",
+    "filesAlreadyGone",
 }
 
 

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from airflow_provider_deltalite.engine.errors import InvalidArgument
 from airflow_provider_deltalite.maintenance.options import (
     CURVES,
+    VACUUM_INVENTORY_FORMATS,
     VACUUM_MODES,
     MaintenanceOptions,
     OptimizeOptions,
@@ -172,6 +173,17 @@ def add_vacuum_arguments(parser: argparse.ArgumentParser) -> None:
         dest="commit_log_entries",
         action="store_false",
         help="do not commit VACUUM START / VACUUM END to the log",
+    )
+    parser.add_argument(
+        "--inventory",
+        metavar="PATH_OR_URI",
+        help="read the table's files from this inventory instead of listing storage (FULL): CSV or Parquet with "
+        "path, length, isDir, modificationTime, or an S3 Inventory report's manifest.json",
+    )
+    parser.add_argument(
+        "--inventory-format",
+        choices=VACUUM_INVENTORY_FORMATS,
+        help="the inventory's format (default: from its name: .csv, .csv.gz, .parquet, manifest.json)",
     )
 
 

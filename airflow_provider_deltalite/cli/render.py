@@ -125,7 +125,7 @@ def progress_bar(event: OptimizeProgress) -> None:
 def vacuum_progress(event: VacuumProgress) -> None:
     """VACUUM progress on stderr, redrawn in place."""
     if event.phase == "listing":
-        text = f"listing: {event.done} directories, {event.files} files"
+        text = f"listing: {event.files:,} files in {event.done:,} directories, {event.rate:,.0f} files/s"
     else:
         text = f"deleting: {event.done}/{event.total} files"
     sys.stderr.write(f"\r{text}\x1b[K")

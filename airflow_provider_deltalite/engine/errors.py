@@ -337,3 +337,8 @@ class TableRecreated(DeltaLiteError):
         self.latest = latest
         self.table_id = table_id
         super().__init__(problem, table_uri)
+
+
+class InvalidInventory(InvalidArgument):
+    """A VACUUM inventory cannot be used: unreadable, an unknown format, a missing column or one of the wrong type.
+    Nothing was deleted."""

@@ -34,6 +34,7 @@ CURVES = ("zorder", "hilbert")
 DEFAULT_NUM_RANGES = 1000  # range ids per clustering column: the reference's 1000
 DEFAULT_RUN_BYTES = 16 * 1024 * 1024  # memory one sorted clustering run may take
 VACUUM_MODES = ("full", "lite")
+VACUUM_INVENTORY_FORMATS = ("csv", "parquet", "s3-inventory")
 GAP_POLICIES = ("raise", "resume")
 HOUR_MS = 3_600_000
 
@@ -380,6 +381,10 @@ class VacuumOptions(MaintenanceOptions):
         mode: ``"full"`` (list storage) or ``"lite"`` (read the log since the last vacuum); any case.
         enforce_retention_duration: refuse a retention below the table's.
         commit_log_entries: commit VACUUM START and VACUUM END around the deletes.
+        inventory: FULL only: read the table's files from this inventory (a local path or a URI) instead of listing
+            storage: CSV or Parquet with Delta's columns ``path``, ``length``, ``isDir``, ``modificationTime``, or an
+            S3 Inventory report's ``manifest.json``.
+        inventory_format: ``"csv"``, ``"parquet"`` or ``"s3-inventory"`` (default: from the inventory's name).
     """
 
     operation: ClassVar[str] = "vacuum"
@@ -389,6 +394,8 @@ class VacuumOptions(MaintenanceOptions):
         "mode": lambda _, v: optional_text(v),
         "enforce_retention_duration": flag,
         "commit_log_entries": flag,
+        "inventory": lambda _, v: optional_text(v),
+        "inventory_format": lambda _, v: optional_text(v),
     }
 
     retention_hours: float | None = None
@@ -396,6 +403,8 @@ class VacuumOptions(MaintenanceOptions):
     mode: str = "full"
     enforce_retention_duration: bool = True
     commit_log_entries: bool = True
+    inventory: str | None = None
+    inventory_format: str | None = None
 
     def check(self) -> None:
         retention_ms(self.retention_hours)
@@ -403,6 +412,15 @@ class VacuumOptions(MaintenanceOptions):
         self._set("mode", _choice("mode", self.mode, VACUUM_MODES, fold_case=True))
         _flag("enforce_retention_duration", self.enforce_retention_duration)
         _flag("commit_log_entries", self.commit_log_entries)
+        if self.inventory is not None and (not isinstance(self.inventory, str) or not self.inventory.strip()):
+            raise InvalidArgument(f"inventory must be a path or URI, got {self.inventory!r}")
+        if self.inventory_format is not None:
+            self._set(
+                "inventory_format",
+                _choice("inventory_format", self.inventory_format, VACUUM_INVENTORY_FORMATS, fold_case=True),
+            )
+        if self.inventory is not None and self.mode != "full":
+            raise InvalidArgument("an inventory replaces FULL's listing: it cannot be used with mode 'lite'")
 
 
 @dataclass(frozen=True, kw_only=True)

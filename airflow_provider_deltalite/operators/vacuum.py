@@ -34,6 +34,10 @@ class VacuumOperator(DeltaLiteSparkJobOperator):
         lite: deprecated, use ``mode="lite"``; true means ``mode="lite"``, false ``mode="full"`` (templated).
         enforce_retention_duration: refuse a retention shorter than the table's (default True) (templated).
         commit_log_entries: commit VACUUM START / VACUUM END to the table's log (default True) (templated).
+        inventory: read the table's files from this inventory (a path or URI: CSV or Parquet with ``path``,
+            ``length``, ``isDir``, ``modificationTime``, or an S3 Inventory ``manifest.json``) instead of listing
+            storage; FULL only (templated).
+        inventory_format: ``"csv"``, ``"parquet"`` or ``"s3-inventory"`` (default: from the name) (templated).
         min_reclaimable_bytes: first list in this process (a dry run) and do nothing, starting no JVM, unless at
             least this many bytes would be deleted; the dry run's stats are returned with ``skippedReason``
             (templated).
@@ -54,6 +58,8 @@ class VacuumOperator(DeltaLiteSparkJobOperator):
         "lite",
         "enforce_retention_duration",
         "commit_log_entries",
+        "inventory",
+        "inventory_format",
         "min_reclaimable_bytes",
     )
 
@@ -66,6 +72,8 @@ class VacuumOperator(DeltaLiteSparkJobOperator):
         lite: bool | str | None = None,
         enforce_retention_duration: bool | str = True,
         commit_log_entries: bool | str = True,
+        inventory: str | None = None,
+        inventory_format: str | None = None,
         min_reclaimable_bytes: int | str | None = None,
         **kwargs: Any,
     ) -> None:
@@ -85,6 +93,8 @@ class VacuumOperator(DeltaLiteSparkJobOperator):
         self.lite = lite
         self.enforce_retention_duration = enforce_retention_duration
         self.commit_log_entries = commit_log_entries
+        self.inventory = inventory
+        self.inventory_format = inventory_format
         self.min_reclaimable_bytes = min_reclaimable_bytes
 
     def option_values(self) -> dict[str, Any]:
@@ -97,6 +107,8 @@ class VacuumOperator(DeltaLiteSparkJobOperator):
             "mode": mode,
             "enforce_retention_duration": self.enforce_retention_duration,
             "commit_log_entries": self.commit_log_entries,
+            "inventory": self.inventory,
+            "inventory_format": self.inventory_format,
         }
 
     def plan(self, table: DeltaTable, options: VacuumOptions) -> tuple[dict[str, Any], str | None] | None:

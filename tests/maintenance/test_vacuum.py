@@ -140,6 +140,7 @@ def test_repartitioned_becomes_exactly_the_vacuumed_corpus_table(tmp_path: Path)
         "numPartitionColumns": 0,
         "committedVersions": [6, 7],
         "executor": "local",
+        "filesAlreadyGone": 0,
     }
     assert _comparable(dry) == {
         **_comparable(stats),

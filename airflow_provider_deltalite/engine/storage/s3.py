@@ -4,9 +4,14 @@ moto). All use of s3fs's private API (its event loop and ``_call_s3``) is here."
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Container, Iterator
+from contextvars import ContextVar
+from datetime import datetime
 from typing import Any
+from urllib.parse import unquote_plus
+from xml.etree import ElementTree
 
 from airflow_provider_deltalite.engine.crash_points import crash_point
 from airflow_provider_deltalite.engine.storage.base import DeleteOutcome, DirListing, FileInfo, mtime_ms
@@ -15,6 +20,76 @@ from airflow_provider_deltalite.engine.storage.paths import describe
 from airflow_provider_deltalite.engine.storage.retry import TRANSIENT_CODES, is_backend_failure, is_transient
 
 DELETE_OBJECTS_LIMIT = 1000  # keys per DeleteObjects request
+LIST_SPLIT_EVERY = 2000  # known names per key range when a large directory is listed in parallel ranges
+_COLUMNS = "DeltaliteColumns"  # where `_parse_listing` leaves a listing page, in the parsed response
+# Set inside the asyncio task of one of our listing requests only: s3fs's own listings keep botocore's full parse.
+_OWN_LISTING: ContextVar[bool] = ContextVar("deltalite_own_listing", default=False)
+
+
+def parse_timestamp(value: Any) -> Any:
+    """botocore's timestamp parsing, with S3's ISO 8601 form (``2026-11-25T01:24:07.000Z``, every ``LastModified``
+    of a listing) parsed by `datetime.fromisoformat`: botocore hands every timestamp to dateutil, which costs more
+    than the rest of a 1,000-key listing page together; the result is the same aware datetime."""
+    if isinstance(value, str) and len(value) >= 20 and value[4] == "-" and value[10] == "T":
+        try:
+            return datetime.fromisoformat(value)
+        except ValueError:
+            pass
+    from botocore.utils import parse_timestamp as botocore_parse_timestamp  # type: ignore[import-untyped]
+
+    return botocore_parse_timestamp(value)
+
+
+def fast_timestamps(client: Any) -> None:
+    """Give the s3fs client's response parsers `parse_timestamp` (once per client; parsers are made per response)."""
+    factory = getattr(getattr(client, "_endpoint", None), "_response_parser_factory", None)
+    if factory is not None and getattr(factory, "_defaults", {}).get("timestamp_parser") is not parse_timestamp:
+        factory.set_parser_defaults(timestamp_parser=parse_timestamp)
+
+
+def _parse_listing(response_dict: dict[str, Any], customized_response_dict: dict[str, Any], **_: Any) -> None:
+    """A ``before-parse`` handler for ListObjectsV2: our listings need the keys, sizes, times and common prefixes of
+    a page as columns, which the C XML parser reads in a fraction of what botocore's generic parse (a dict per key,
+    every field typed) costs; botocore then parses only what is left (the truncation marker and token)."""
+    if not _OWN_LISTING.get() or response_dict.get("status_code", 500) >= 300:
+        return
+    root = ElementTree.fromstring(response_dict["body"])
+    ns = root.tag[: root.tag.index("}") + 1] if root.tag.startswith("{") else ""
+    encoded = root.findtext(f"{ns}EncodingType") == "url"
+    keys: list[str] = []
+    sizes: list[int] = []
+    mtimes: list[int] = []
+    for item in root.iterfind(f"{ns}Contents"):
+        key = item.findtext(f"{ns}Key") or ""
+        keys.append(unquote_plus(key) if encoded else key)
+        sizes.append(int(item.findtext(f"{ns}Size") or 0))
+        stamp = item.findtext(f"{ns}LastModified")
+        mtimes.append(int(parse_timestamp(stamp).timestamp() * 1000) if stamp else 0)
+    prefixes = [item.findtext(f"{ns}Prefix") or "" for item in root.iterfind(f"{ns}CommonPrefixes")]
+    if encoded:
+        prefixes = [unquote_plus(p) for p in prefixes]
+    customized_response_dict[_COLUMNS] = (keys, sizes, mtimes, prefixes)
+    rest = ElementTree.Element(root.tag)
+    for name in ("IsTruncated", "NextContinuationToken"):
+        found = root.find(f"{ns}{name}")
+        if found is not None:
+            rest.append(found)
+    response_dict["body"] = ElementTree.tostring(rest)
+
+
+def _columns(response: dict[str, Any]) -> Any:
+    """A listing page's keys, sizes, mtimes (ms) and common prefixes: as `_parse_listing` left them, or from
+    botocore's own parse (a client our handler was not registered on yet)."""
+    found = response.get(_COLUMNS)
+    if found is not None:
+        return found
+    contents = response.get("Contents", [])
+    return (
+        [obj["Key"] for obj in contents],
+        [int(obj.get("Size", 0)) for obj in contents],
+        [mtime_ms(obj) for obj in contents],
+        [common["Prefix"] for common in response.get("CommonPrefixes", [])],
+    )
 
 
 class S3Backend(FsspecBackend):
@@ -23,12 +98,8 @@ class S3Backend(FsspecBackend):
     lists_from_name = True
     atomic_create_only = True
     delete_batch_size = DELETE_OBJECTS_LIMIT
-
-    def _call(self, method: str, **kwargs: Any) -> Any:
-        """One S3 API call through s3fs (its event loop and client), under the retry policy."""
-        from fsspec.asyn import sync
-
-        return self.request(lambda: sync(self.fs.loop, self.fs._call_s3, method, **kwargs))
+    list_page_size: int | None = None  # MaxKeys of a listing request (None: the store's default, 1,000)
+    list_split_every = LIST_SPLIT_EVERY
 
     def _pages(self, full_dir: str, start_after: str | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
         """The key prefix of ``full_dir`` and each page of its one-level listing (``/`` delimiter); each page is
@@ -38,15 +109,34 @@ class S3Backend(FsspecBackend):
         token = None
         while True:
             kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "Delimiter": "/"}
+            if self.list_page_size is not None:
+                kwargs["MaxKeys"] = self.list_page_size
             if token:
                 kwargs["ContinuationToken"] = token
             elif start_after is not None:
                 kwargs["StartAfter"] = prefix + start_after
-            response = self._call("list_objects_v2", **kwargs)
+            response = self.request(functools.partial(self._list_page, kwargs))
             yield prefix, response
             if not response.get("IsTruncated"):
                 return
             token = response.get("NextContinuationToken")
+
+    def _list_page(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """One ListObjectsV2 request; `_columns` reads its page."""
+        from fsspec.asyn import sync
+
+        client = getattr(self.fs, "_s3", None)  # s3fs's client once it has one (the table's first read made it)
+        if client is not None:
+            fast_timestamps(client)
+            client.meta.events.register(
+                "before-parse.s3.ListObjectsV2", _parse_listing, unique_id="deltalite-parse-listing"
+            )
+
+        async def page() -> dict[str, Any]:
+            _OWN_LISTING.set(True)  # this task's own context
+            return await self.fs._call_s3("list_objects_v2", **kwargs)
+
+        return sync(self.fs.loop, page)
 
     # -- writes ----------------------------------------------------------------------------------------------
 
@@ -69,34 +159,71 @@ class S3Backend(FsspecBackend):
         start_after = start_name[:-1] + chr(ord(start_name[-1]) - 1) + "\U0010ffff"
         out: list[FileInfo] = []
         for prefix, response in self._pages(full_dir, start_after):
-            for obj in response.get("Contents", []):
-                name = obj["Key"][len(prefix) :]
+            keys, sizes, mtimes, _ = _columns(response)
+            for key, size, mtime in zip(keys, sizes, mtimes, strict=True):
+                name = key[len(prefix) :]
                 if name and "/" not in name and name >= start_name:
-                    out.append(FileInfo(name, int(obj.get("Size", 0)), mtime_ms(obj)))
+                    out.append(FileInfo(name, size, mtime))
         if not out and not self.request(lambda: self.fs.exists(full_dir)):
             raise FileNotFoundError(full_dir)
         return out
 
     def list_dir(self, full_dir: str, without_details: Container[str]) -> DirListing:
+        # A large directory is listed as key ranges in parallel: the names the caller already knows (the table's
+        # files in it) split its key space, each range its own ListObjectsV2 pages from StartAfter to the next split.
+        ranges: list[tuple[str | None, str | None]] = [(None, None)]
+        if isinstance(without_details, set | frozenset) and len(without_details) >= 2 * self.list_split_every:
+            bounds = sorted(without_details)[self.list_split_every :: self.list_split_every]
+            ranges = list(zip([None, *bounds], [*bounds, None], strict=True))
+        if len(ranges) == 1:
+            parts = [self._list_range(full_dir, None, None)]
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(min(len(ranges), self.default_concurrency)) as pool:
+                parts = list(pool.map(lambda r: self._list_range(full_dir, *r), ranges))
         names: list[str] = []
         sizes: list[int] = []
         mtimes: list[int] = []
         dirs: list[str] = []
         others: list[str] = []
-        for prefix, response in self._pages(full_dir):
-            for obj in response.get("Contents", []):
-                name = obj["Key"][len(prefix) :]
-                if name:  # the empty name is the directory's own marker object
+        for part in parts:  # in key order, as one sequential listing returns them
+            names += part[0]
+            sizes += part[1]
+            mtimes += part[2]
+            dirs += part[3]
+            others += part[4]
+        return DirListing(tuple(names), tuple(sizes), tuple(mtimes), tuple(dirs), (0,) * len(dirs), tuple(others))
+
+    def _list_range(self, full_dir: str, after: str | None, upto: str | None) -> tuple[list[Any], ...]:
+        """Entries of ``full_dir`` named after ``after`` (exclusive) up to ``upto`` (inclusive); None: no bound."""
+        names: list[str] = []
+        sizes: list[int] = []
+        mtimes: list[int] = []
+        dirs: list[str] = []
+        others: list[str] = []
+        for prefix, response in self._pages(full_dir, after):
+            keys, page_sizes, page_mtimes, prefixes = _columns(response)
+            start = len(prefix)
+            for key, size, mtime in zip(keys, page_sizes, page_mtimes, strict=True):
+                name = key[start:]
+                if name and (upto is None or name <= upto):  # the empty name is the directory's own marker object
                     names.append(name)
-                    sizes.append(int(obj.get("Size", 0)))
-                    mtimes.append(mtime_ms(obj))
-            for common in response.get("CommonPrefixes", []):
-                name = common["Prefix"][len(prefix) :].rstrip("/")
+                    sizes.append(size)
+                    mtimes.append(mtime)
+            for common in prefixes:
+                entry = common[start:]
+                if upto is not None and entry > upto:
+                    continue
+                name = entry.rstrip("/")
                 if name and "/" not in name:
                     dirs.append(name)
                 else:  # "a//b": a key with an empty segment, not a directory anyone can name
-                    others.append(common["Prefix"][len(prefix) :])
-        return DirListing(tuple(names), tuple(sizes), tuple(mtimes), tuple(dirs), (0,) * len(dirs), tuple(others))
+                    others.append(entry)
+            last = max(keys[-1] if keys else "", prefixes[-1] if prefixes else "")
+            if upto is not None and last[start:] > upto:
+                break  # the next range lists the rest
+        return names, sizes, mtimes, dirs, others
 
     # -- deletes ---------------------------------------------------------------------------------------------
 

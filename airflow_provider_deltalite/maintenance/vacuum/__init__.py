@@ -10,6 +10,9 @@ Planning follows the reference (`VacuumCommand`):
   partition directories ``col=value``, ``_change_data`` and ``_delta_index``. A candidate is a listed file that is
   not protected and was last modified before the horizon. Directories left empty (and themselves older than the
   horizon) are removed afterwards, never recursively.
+- **FULL from an inventory** (``inventory=``, Delta's ``USING INVENTORY``) takes the files from an inventory
+  instead of listing (`inventory`), under the same rules; a stale inventory is safe (files it lists that are gone by
+  now are counted in ``files_already_gone``; files written after it are not candidates).
 - **LITE** takes its candidates from the ``remove`` and ``cdc`` actions of the commits since the last vacuum
   (`lite`); it never deletes never-committed files or directories.
 
@@ -34,8 +37,9 @@ Example:
     (412, 1073741824)
 
 Where each part lives: `retention` (the retention check), `paths` (hidden names, protected files, path
-normalisation), `listing` (FULL's listing), `lite` (LITE's candidates and `_last_vacuum_info`), `plan` (what is
-deleted), `delete` (the deletes), `run` (the operation: commits around the deletes), `stats` (VacuumStats).
+normalisation), `listing` (FULL's listing and its progress), `inventory` (FULL from an inventory), `lite` (LITE's
+candidates and `_last_vacuum_info`), `plan` (what is deleted), `delete` (the deletes), `run` (the operation: commits
+around the deletes), `stats` (VacuumStats).
 """
 
 from __future__ import annotations

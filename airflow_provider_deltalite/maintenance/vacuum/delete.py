@@ -58,6 +58,7 @@ def deletable(path: str) -> bool:
 class Deleted:
     files: int = 0
     dirs: int = 0
+    missing: int = 0  # already gone (a stale inventory; stores that can tell)
     failed: tuple[tuple[str, str], ...] = ()
 
 
@@ -80,6 +81,7 @@ def delete_plan(
         failed: list[tuple[str, str]] = []
         for outcome in executor.map(delete_batch, tasks):
             result.files += len(outcome.deleted)
+            result.missing += len(outcome.missing)
             failed.extend(outcome.failed)
             done += len(outcome.deleted) + len(outcome.missing) + len(outcome.failed)
             if progress is not None:

@@ -3,10 +3,13 @@ request per file; hidden names are neither listed nor descended into (`paths.Hid
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_provider_deltalite.engine.errors import redact_uri
 from airflow_provider_deltalite.engine.storage import Storage
 from airflow_provider_deltalite.maintenance.executor import Executor
 from airflow_provider_deltalite.maintenance.vacuum.paths import (
@@ -14,7 +17,41 @@ from airflow_provider_deltalite.maintenance.vacuum.paths import (
 )
 from airflow_provider_deltalite.maintenance.vacuum.stats import VacuumProgress
 
+log = logging.getLogger(__name__)
+
 TASKS_PER_SLOT = 4  # tasks per unit of executor parallelism in one listing level or the delete phase
+PROGRESS_EVERY_S = 2.0  # a long listing reports at most this often...
+PROGRESS_EVERY_FILES = 10_000  # ...or after this many more files
+
+
+class ListingProgress:
+    """Throttled progress of a listing: to the caller's callback (a terminal) and to the log (task logs), every
+    `PROGRESS_EVERY_S` seconds or `PROGRESS_EVERY_FILES` files, and once at the end."""
+
+    def __init__(self, callback: Callable[[VacuumProgress], None] | None, what: str) -> None:
+        self.callback = callback
+        self.what = what
+        self.start = self.last = time.monotonic()
+        self.last_files = 0
+
+    def update(self, dirs: int, files: int, *, final: bool = False) -> None:
+        now = time.monotonic()
+        if not final and now - self.last < PROGRESS_EVERY_S and files - self.last_files < PROGRESS_EVERY_FILES:
+            return
+        self.last, self.last_files = now, files
+        event = VacuumProgress("listing", dirs, None, files, now - self.start)
+        if self.callback is not None:
+            self.callback(event)
+        if final or now - self.start >= PROGRESS_EVERY_S:  # short listings stay out of the log until the summary
+            log.info(
+                "VACUUM %s %s: %d files in %d directories, %.1f s, %.0f files/s",
+                "listed" if final else "listing",
+                self.what,
+                files,
+                dirs,
+                event.elapsed_s,
+                event.rate,
+            )
 
 
 @dataclass(frozen=True)
@@ -115,6 +152,7 @@ def list_table(
     def task(batch: tuple[tuple[str, int], ...]) -> ListTask:
         return ListTask(storage, batch, rule, {d: names[d] for d, _ in batch if d in names})
 
+    report = ListingProgress(progress, redact_uri(storage.table_uri) or "")
     listed = list_directories(task((("", 0),)))
     files = len(listed[0].paths)
     frontier = list(listed[0].subdirs)
@@ -126,6 +164,6 @@ def list_table(
                 listed.append(d)
                 files += len(d.paths)
                 frontier.extend(d.subdirs)
-            if progress is not None:
-                progress(VacuumProgress("listing", len(listed), None, files))
+            report.update(len(listed), files)
+    report.update(len(listed), files, final=True)
     return listed

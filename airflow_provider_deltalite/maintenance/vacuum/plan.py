@@ -77,10 +77,13 @@ class VacuumPlan:
 
 def missing_live_files(listing: Sequence[ListedDir], protected: ProtectedFiles, rule: HiddenRule) -> list[str]:
     """Live files (and their DV files) that the listing should have found and did not, sorted."""
-    present: set[str] = set()
+    # what is left of the live files once each directory's files are taken out (a set of the live files only:
+    # a set of every listed path would cost more than the listing at a million files)
+    absent = set(protected.live)
     for d in listing:
-        present.update(d.paths)
-    absent = protected.live - present
+        absent.difference_update(d.paths)
+        if not absent:
+            return []
     if not absent:
         return []
     dirs = {d.path: d for d in listing}

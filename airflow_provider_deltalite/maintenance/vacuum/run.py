@@ -17,6 +17,7 @@ from airflow_provider_deltalite.engine.errors import (
     CreateOnlyNotSupported,
     DeltaLiteError,
     InvalidArgument,
+    InvalidInventory,
     StorageError,
     VacuumRefused,
 )
@@ -29,6 +30,7 @@ from airflow_provider_deltalite.engine.transaction import CommitResult, Transact
 from airflow_provider_deltalite.maintenance.executor import Executor, LocalExecutor
 from airflow_provider_deltalite.maintenance.options import VacuumOptions
 from airflow_provider_deltalite.maintenance.vacuum.delete import delete_plan
+from airflow_provider_deltalite.maintenance.vacuum.inventory import read_inventory, to_listing
 from airflow_provider_deltalite.maintenance.vacuum.listing import list_table
 from airflow_provider_deltalite.maintenance.vacuum.lite import (
     latest_commit_at_or_before,
@@ -94,7 +96,8 @@ def vacuum(
             ``mode`` is ``"full"`` (list storage) or ``"lite"`` (read the log since the last vacuum).
             ``enforce_retention_duration`` refuses a retention below the table's, and a table whose log retention is
             shorter than its file retention. ``commit_log_entries`` commits VACUUM START and VACUUM END around the
-            deletes.
+            deletes. ``inventory`` (FULL) reads the files from an inventory instead of listing storage (see
+            `inventory`); ``inventory_format`` names its format.
         executor: where listing and deleting run (default: a `LocalExecutor` of ``max_concurrent_tasks`` threads).
         max_concurrent_tasks: threads of the default local executor (default: one per CPU on a local disk, 4 per CPU
             and at least 8 on object stores).
@@ -109,6 +112,7 @@ def vacuum(
         ProtocolNotSupported: the table has a feature deltalite cannot write (the reference's unconditional writer
             protocol check, which ``vacuumProtocolCheck`` demands).
         VacuumRefused: LITE without the commits it needs, or live files missing from storage (FULL).
+        InvalidInventory: the inventory cannot be read or lacks a column (nothing deleted).
         TableNotFound: the path is not a Delta table.
         StorageError: some files could not be deleted (after VACUUM END recorded FAILED); the message counts them.
 
@@ -139,7 +143,22 @@ def vacuum(
     # listing and deleting wait on the store: its own concurrency, not the core count, sizes the default pool
     executor = executor or LocalExecutor(max_concurrent_tasks or storage.default_concurrency)
     try:
-        if kind == FULL:
+        if kind == FULL and opts.inventory is not None:
+            try:
+                inventory = read_inventory(storage, opts.inventory, opts.inventory_format)
+            except InvalidInventory as exc:
+                raise InvalidInventory(exc.problem, uri) from None
+            listing, rows = to_listing(inventory, storage, rule)
+            del inventory
+            log.info(
+                "VACUUM of %s from the inventory %s: %d rows, %d files under the table root",
+                uri,
+                opts.inventory,
+                rows,
+                sum(len(d.paths) for d in listing),
+            )
+            plan = plan_full(listing, protected, window.horizon_ms, remove_dirs=storage.has_real_directories)
+        elif kind == FULL:
             listing = list_table(storage, rule, executor, progress, protected.paths)
             missing = missing_live_files(listing, protected, rule)
             if missing:
@@ -202,6 +221,7 @@ class _Run:
         deleted: int | None = None,
         delete_ms: int = 0,
         versions: tuple[int, ...] = (),
+        gone: int = 0,
     ) -> VacuumStats:
         return VacuumStats(
             is_dry_run=dry_run,
@@ -226,6 +246,7 @@ class _Run:
             vacuum_start_time=self.start_ms,
             vacuum_end_time=int(time.time() * 1000),
             executor=self.executor,
+            files_already_gone=gone,
         )
 
 
@@ -294,7 +315,7 @@ def _delete_and_commit(
         recorded = read_last_vacuum_info(storage)
         if recorded is None or outside > recorded:  # progress never goes back (a longer retention this time)
             write_last_vacuum_info(storage, outside)
-    return run.stats(plan, deleted=objects, delete_ms=delete_ms, versions=tuple(versions))
+    return run.stats(plan, deleted=objects, delete_ms=delete_ms, versions=tuple(versions), gone=deleted.missing)
 
 
 def _end_failed(table: Table, snapshot: Snapshot) -> int | None:

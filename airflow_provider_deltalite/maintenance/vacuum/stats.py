@@ -34,6 +34,8 @@ class VacuumStats:
         committed_versions: the VACUUM START and VACUUM END versions (empty for a dry run or without log entries).
         vacuum_start_time / vacuum_end_time: ms since the epoch.
         executor: where listing and deleting ran (``local`` or ``spark``).
+        files_already_gone: files planned for deletion that were gone when deleted (a stale inventory, another
+            VACUUM); stores that cannot tell (S3's DeleteObjects) count them in ``objects_deleted``.
     """
 
     is_dry_run: bool
@@ -58,6 +60,7 @@ class VacuumStats:
     vacuum_start_time: int = 0
     vacuum_end_time: int = 0
     executor: str = "local"
+    files_already_gone: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """The stats as a JSON-ready dict with the reference's camelCase keys (``isDryRun``, ``objectsDeleted``...)."""
@@ -66,10 +69,18 @@ class VacuumStats:
 
 @dataclass(frozen=True)
 class VacuumProgress:
-    """Reported while listing (``phase="listing"``: directories listed, files found) and deleting
-    (``phase="deleting"``: files done of ``total``)."""
+    """Reported while listing (``phase="listing"``: directories listed, files found; at most every 2 s or 10,000
+    files, and once at the end) and deleting (``phase="deleting"``: files done of ``total``).
+
+    ``elapsed_s``: seconds since the phase began; ``rate``: files listed (or done) per second."""
 
     phase: str
     done: int
     total: int | None
     files: int = 0
+    elapsed_s: float = 0.0
+
+    @property
+    def rate(self) -> float:
+        count = self.files if self.phase == "listing" else self.done
+        return count / self.elapsed_s if self.elapsed_s > 0 else 0.0
