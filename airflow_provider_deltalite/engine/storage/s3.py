@@ -35,7 +35,7 @@ def parse_timestamp(value: Any) -> Any:
             return datetime.fromisoformat(value)
         except ValueError:
             pass
-    from botocore.utils import parse_timestamp as botocore_parse_timestamp  # type: ignore[import-untyped]
+    from botocore.utils import parse_timestamp as botocore_parse_timestamp
 
     return botocore_parse_timestamp(value)
 
@@ -100,6 +100,12 @@ class S3Backend(FsspecBackend):
     delete_batch_size = DELETE_OBJECTS_LIMIT
     list_page_size: int | None = None  # MaxKeys of a listing request (None: the store's default, 1,000)
     list_split_every = LIST_SPLIT_EVERY
+
+    def _call(self, method: str, **kwargs: Any) -> Any:
+        """One S3 API call through s3fs (its event loop and client), under the retry policy."""
+        from fsspec.asyn import sync
+
+        return self.request(lambda: sync(self.fs.loop, self.fs._call_s3, method, **kwargs))
 
     def _pages(self, full_dir: str, start_after: str | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
         """The key prefix of ``full_dir`` and each page of its one-level listing (``/`` delimiter); each page is
