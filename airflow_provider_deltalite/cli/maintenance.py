@@ -92,7 +92,7 @@ def cmd_vacuum(args: argparse.Namespace) -> None:
 
     table = open_table(args)  # reads nothing yet; its URI names the table in option errors
     options = vacuum_options(args, table.uri)
-    table.snapshot()  # a missing table or bad protocol fails before a Spark session is started
+    snapshot = table.snapshot()  # a missing table or bad protocol fails before a Spark session is started
     show_progress = not args.json and sys.stderr.isatty()
     # The local executor is vacuum's own (its default pool is sized for waiting on storage, not for the CPU).
     executor = make_executor(args) if args.executor == "spark" else None
@@ -105,6 +105,7 @@ def cmd_vacuum(args: argparse.Namespace) -> None:
             executor=executor,
             max_concurrent_tasks=args.max_concurrent_tasks if executor is None else None,
             progress=vacuum_progress if show_progress else None,
+            snapshot=snapshot,
         )
     finally:
         if executor is not None:

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from airflow_provider_deltalite.engine.errors import VersionNotFound
+from airflow_provider_deltalite.engine.errors import InvalidArgument, VersionNotFound, redact_uri
 from airflow_provider_deltalite.engine.history import history_entries, in_commit_timestamps_enabled, read_commit_info
 from airflow_provider_deltalite.engine.log_path import LogFileKind
 from airflow_provider_deltalite.engine.log_segment import earliest_version, list_log, load_log_segment
@@ -65,6 +65,20 @@ class Table:
     def __init__(self, uri: str, storage_options: Mapping[str, Any] | None = None, *, filesystem: Any = None) -> None:
         self.storage = Storage(uri, storage_options, filesystem=filesystem)
         self.uri = self.storage.table_uri
+
+    def planning_snapshot(self, snapshot: Snapshot | None) -> Snapshot:
+        """The snapshot an operation plans from: the caller's, when it has loaded one already (one log replay per
+        operation, e.g. the CLI's preflight load), or the latest.
+
+        Raises:
+            InvalidArgument: ``snapshot`` is of another table.
+        """
+        if snapshot is None:
+            return self.snapshot()
+        if snapshot.table_uri != self.uri:
+            shown = redact_uri(snapshot.table_uri)
+            raise InvalidArgument(f"the snapshot passed is of another table ({shown})", self.uri)
+        return snapshot
 
     def snapshot(self, version: int | None = None, timestamp: datetime | int | str | None = None) -> Snapshot:
         """The table at ``version``, at the newest version committed at or before ``timestamp``, or the latest.

@@ -58,7 +58,6 @@ from airflow_provider_deltalite.maintenance.rewrites import (
     considered_files,
     left_for_vacuum,
     resolve_sizes,
-    starting_snapshot,
 )
 
 log = logging.getLogger(__name__)
@@ -204,7 +203,7 @@ def optimize(
     """
     opts = OptimizeOptions.resolve(options, fields, table.uri)
     start_ms = int(time.time() * 1000)
-    snapshot = starting_snapshot(table, snapshot)
+    snapshot = table.planning_snapshot(snapshot)
     ensure_can_add_files(snapshot)
     spec = clustering_spec(snapshot)
     if spec is not None and spec.columns:

@@ -12,9 +12,7 @@ from airflow_provider_deltalite.engine.crash_points import crash_point
 from airflow_provider_deltalite.engine.errors import (
     ConcurrentModification,
     DeltaLiteError,
-    InvalidArgument,
     InvalidExpression,
-    redact_uri,
 )
 from airflow_provider_deltalite.engine.expressions import (
     bind,
@@ -100,20 +98,6 @@ def considered_files(snapshot: Snapshot, where: str | None) -> list[int]:
         )
     mask = may_match_partitions(expr, snapshot.partition_values).to_pylist()
     return [i for i, keep in enumerate(mask) if keep]
-
-
-def starting_snapshot(table: Table, snapshot: Snapshot | None) -> Snapshot:
-    """The snapshot an operation plans from: the caller's (one load per operation, e.g. the CLI's preflight one), or
-    the latest.
-
-    Raises:
-        InvalidArgument: ``snapshot`` is of another table.
-    """
-    if snapshot is None:
-        return table.snapshot()
-    if snapshot.table_uri != table.uri:
-        raise InvalidArgument(f"the snapshot passed is of another table ({redact_uri(snapshot.table_uri)})", table.uri)
-    return snapshot
 
 
 def commit_rewrite(

@@ -46,7 +46,6 @@ from airflow_provider_deltalite.maintenance.rewrites import (
     commit_rewrite,
     considered_files,
     resolve_sizes,
-    starting_snapshot,
 )
 
 MAX_COLUMNS = 32
@@ -261,7 +260,7 @@ def zorder(
     else:
         opts = ZOrderOptions.build({"columns": columns, **fields}, table.uri)
     start_ms = int(time.time() * 1000)
-    snapshot = starting_snapshot(table, snapshot)
+    snapshot = table.planning_snapshot(snapshot)
     refuse_clustered(snapshot, opts.columns)
     ensure_can_add_files(snapshot)
     plan = plan_zorder(snapshot, opts.columns, curve=opts.curve, where=opts.where, target_size=opts.target_size)

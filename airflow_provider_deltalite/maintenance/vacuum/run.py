@@ -81,6 +81,7 @@ def vacuum(
     executor: Executor | None = None,
     max_concurrent_tasks: int | None = None,
     progress: Callable[[VacuumProgress], None] | None = None,
+    snapshot: Snapshot | None = None,
     **fields: Any,
 ) -> VacuumStats:
     """Delete files ``table`` no longer needs (see the module docstring for the rules).
@@ -102,6 +103,7 @@ def vacuum(
         max_concurrent_tasks: threads of the default local executor (default: one per CPU on a local disk, 4 per CPU
             and at least 8 on object stores).
         progress: called while listing and deleting.
+        snapshot: the snapshot to plan from, when the caller has loaded it already (default: the latest).
 
     Returns:
         VacuumStats.
@@ -125,7 +127,7 @@ def vacuum(
     uri = table.uri
     opts = VacuumOptions.resolve(options, fields, uri)
     kind = opts.mode.upper()
-    snapshot = table.snapshot()
+    snapshot = table.planning_snapshot(snapshot)
     ensure_writable(snapshot.protocol, uri)  # before anything else, as vacuumProtocolCheck requires
     _refuse_misnamed_log_files(table.storage, uri)
     window = resolve_retention(
