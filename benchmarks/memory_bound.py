@@ -288,7 +288,7 @@ def measure(size: str, op: str, engine: str, table: Path, info: dict[str, Any]) 
         shutil.rmtree(copy, ignore_errors=True)
 
 
-def summarise(runs: list[dict[str, Any]], args: argparse.Namespace) -> list[dict[str, Any]]:
+def summarise(runs: list[dict[str, Any]], args: Any) -> list[dict[str, Any]]:
     """Medians per (size, op, engine) over the runs that finished."""
     summary = []
     for size in args.sizes:
@@ -311,6 +311,17 @@ def summarise(runs: list[dict[str, Any]], args: argparse.Namespace) -> list[dict
     return summary
 
 
+def merge(paths: list[Path], dest: Path) -> None:
+    """One results file from runs measured by separate invocations (say, one per engine, run side by side)."""
+    reports = [json.loads(p.read_text()) for p in paths]
+    runs = [r for rep in reports for r in rep.get("runs", [])]
+    scope = argparse.Namespace(sizes=list(SIZES), ops=["optimize", "zorder"], engines=["deltalite", "delta-rs"])
+    merged = {**reports[0], "merged_from": [str(p) for p in paths], "runs": runs, "summary": summarise(runs, scope)}
+    dest.write_text(json.dumps(merged, indent=2, default=str) + "\n")
+    for row in merged["summary"]:
+        print(row)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--reps", type=int, default=1)
@@ -319,7 +330,14 @@ def main() -> None:
     parser.add_argument("--engines", nargs="+", default=["deltalite", "delta-rs"], choices=["deltalite", "delta-rs"])
     parser.add_argument("--regenerate", action="store_true")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--results", type=Path, default=RESULTS, help="where to write the JSON")
+    parser.add_argument(
+        "--merge", type=Path, nargs="+", help="only merge these results files (runs of one engine each) into --results"
+    )
     args = parser.parse_args()
+    if args.merge:
+        merge(args.merge, args.results)
+        return
     h.become_subreaper()
     h.run_child_or_exit(__file__, ["--compile"], 600)
     tables = {size: prepare_table(size, args.regenerate) for size in args.sizes}
@@ -351,7 +369,7 @@ def main() -> None:
                         )
                         if not args.no_write:  # after every run: a long benchmark cut short keeps what it measured
                             report.update(summary=summarise(runs, args), runs=runs)
-                            RESULTS.write_text(json.dumps(report, indent=2, default=str) + "\n")
+                            args.results.write_text(json.dumps(report, indent=2, default=str) + "\n")
     finally:
         shutil.rmtree(WORK, ignore_errors=True)
     summary = summarise(runs, args)
@@ -365,8 +383,8 @@ def main() -> None:
     print(f"\ngoal: deltalite peak RSS <= {GOAL_RSS_MB} MB: {all(r['maxrss_mb'] <= GOAL_RSS_MB for r in goal)}")
     if not args.no_write:
         report.update(summary=summary, runs=runs)
-        RESULTS.write_text(json.dumps(report, indent=2, default=str) + "\n")
-        print(f"wrote {RESULTS}")
+        args.results.write_text(json.dumps(report, indent=2, default=str) + "\n")
+        print(f"wrote {args.results}")
 
 
 if __name__ == "__main__":
