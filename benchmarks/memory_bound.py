@@ -316,7 +316,9 @@ def merge(paths: list[Path], dest: Path) -> None:
     reports = [json.loads(p.read_text()) for p in paths]
     runs = [r for rep in reports for r in rep.get("runs", [])]
     scope = argparse.Namespace(sizes=list(SIZES), ops=["optimize", "zorder"], engines=["deltalite", "delta-rs"])
-    merged = {**reports[0], "merged_from": [str(p) for p in paths], "runs": runs, "summary": summarise(runs, scope)}
+    tables = {size: info for rep in reports for size, info in rep.get("tables", {}).items()}
+    merged = {**reports[0], "tables": tables, "merged_from": [p.name for p in paths], "runs": runs}
+    merged["summary"] = summarise(runs, scope)
     dest.write_text(json.dumps(merged, indent=2, default=str) + "\n")
     for row in merged["summary"]:
         print(row)
