@@ -76,7 +76,7 @@ def iter_file_rows(
                 wanted = set(columns)
                 schema = {**schema, "fields": [f for f in schema["fields"] if f["name"] in wanted]}
                 read_columns = file_columns(parquet.schema_arrow, schema, mode)
-            for batch in parquet.iter_batches(batch_size=batch_rows, columns=read_columns):
+            for batch in iter_batches(parquet, batch_rows, read_columns):
                 rows = to_logical(
                     pa.Table.from_batches([batch]), schema, mode=mode, exclude=partition_columns, table_uri=uri
                 )
@@ -95,6 +95,31 @@ def iter_file_rows(
         raise
     except (pa.ArrowException, OSError) as exc:
         raise StorageError(f"data file {path} is unreadable: {type(exc).__name__}: {exc}", uri) from None
+
+
+def iter_batches(parquet: pq.ParquetFile, batch_rows: int, columns: Sequence[str] | None) -> Iterator[pa.RecordBatch]:
+    """The file's rows in batches of ``batch_rows`` (the last one shorter), read one row group at a time.
+
+    The batches are those of ``parquet.iter_batches(batch_rows)``, which span row groups; but that reader holds the
+    compressed column chunks of every row group it has not finished (about the whole file: 1 GiB for a 1 GiB file),
+    where reading row group by row group holds one. A batch that spans row groups is stitched from their pieces, so
+    what a writer fed from here sees, and writes, is unchanged.
+    """
+    pending: list[pa.RecordBatch] = []
+    held = 0
+    for group in range(parquet.num_row_groups):
+        for batch in parquet.iter_batches(batch_size=batch_rows, row_groups=[group], columns=columns):
+            start = 0
+            while start < batch.num_rows:
+                take = min(batch_rows - held, batch.num_rows - start)
+                pending.append(batch.slice(start, take) if take < batch.num_rows else batch)
+                held += take
+                start += take
+                if held == batch_rows:
+                    yield pending[0] if len(pending) == 1 else pa.concat_batches(pending)
+                    pending, held = [], 0
+    if pending:
+        yield pending[0] if len(pending) == 1 else pa.concat_batches(pending)
 
 
 def _ensure_same_store(storage: Storage, path: str) -> None:

@@ -4,6 +4,19 @@ OPTIMIZE hands each bin to an executor as a `RewriteTask`; the local executor ru
 Spark executor on a Python worker of the cluster. Tasks and results are plain picklable data, so both places produce
 the same actions. Memory stays bounded: rows stream from the inputs in batches, are buffered up to one row group,
 and are encoded while the next inputs are read; a bin is never held in memory whole.
+
+Memory of one rewrite task, whatever the size of the bin, the target file size or the table::
+
+    G_in + 3 * B + 3 * (row_group_bytes + B) + D
+
+``G_in`` is the largest compressed input row group (the reader holds one row group's column chunks, `iter_file_rows`:
+about 30 MB for delta-rs' million-row groups, up to 128 MiB for Spark's), ``B`` one decoded batch
+(`STREAM_BATCH_ROWS` rows: 5 MB at 40 bytes a row), ``row_group_bytes`` the writer's buffer (`WriterOptions`: filled
+up to one batch past it, then encoded, which holds the row group's pages besides), ``D`` the dictionary encoders'
+hash tables (a few tens of MB at most: a dictionary is dropped once it outgrows its page). The target size only
+lengthens the file's footer. The local executor runs ``max_concurrent_tasks`` tasks at once, on top of the process
+itself (interpreter, pyarrow, the snapshot: 100 to 200 MB); at the defaults (16 MiB row groups, 2 tasks) a
+compaction of 5.5 GiB peaked at 394 MB (benchmarks/memory_bound.py).
 """
 
 from __future__ import annotations
