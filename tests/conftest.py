@@ -13,6 +13,7 @@ or Airflow. A missing corpus fails the run at once, naming the path, instead of 
 
 from __future__ import annotations
 
+import json
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -142,8 +143,26 @@ def spark_any(request: pytest.FixtureRequest) -> Any:
     return request.getfixturevalue("spark_local" if request.param == "classic" else "spark_connect")
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """On a pytest-xdist worker: hand this process's `NO_ORACLE` counts to the controller, which prints the summary."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        from tests.oracles import NO_ORACLE
+
+        workeroutput["no_oracle"] = json.dumps(NO_ORACLE)
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: the controller learns that a worker finished
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    from tests.oracles import NO_ORACLE
+
+    for test, reasons in json.loads(getattr(node, "workeroutput", {}).get("no_oracle", "{}")).items():
+        NO_ORACLE[test].extend(reasons)
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """How many row comparisons neither delta-rs nor delta-kernel-rs could make (tests/oracles.py), per test."""
+    """How many row comparisons neither delta-rs nor delta-kernel-rs could make (tests/oracles.py), per test (under
+    pytest-xdist, the workers' counts together: `pytest_testnodedown`)."""
     from tests.oracles import NO_ORACLE
 
     if NO_ORACLE:
