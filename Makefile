@@ -12,10 +12,13 @@ CORPUS ?= ../shared/corpus
 
 .PHONY: env env-spark40 demo test test-fast lint typecheck conformance-doc bench clean
 
-# uv installs the packages (pip took ~100 s of a fresh `make test` resolving and unpacking them); pip itself only
-# installs uv, at the version constraints.txt pins, into the venv, so nothing needs to be installed beforehand.
-$(STAMP): pyproject.toml constraints.txt
+# uv installs the packages (pip took most of the ~4 minutes of a fresh `make test`'s two environments); pip itself
+# only installs uv, at the version constraints.txt pins, into the venv, so nothing needs to be installed beforehand.
+$(UV):
 	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet -c constraints.txt uv
+
+$(STAMP): pyproject.toml constraints.txt | $(UV)
 	$(PY) -m pip install --quiet -c constraints.txt uv
 	$(UV) pip install --quiet --python $(PY) -c constraints.txt -e '.[test,spark]'
 	touch $(STAMP)
@@ -25,8 +28,9 @@ env: $(STAMP)
 # A client-only environment (pyspark-client 4.0, no classic pyspark, no Airflow) with this package installed without
 # its dependencies, and the Spark 4.0 distribution (classic pyspark's jars and scripts) in $(SPARK40)/server for the
 # tests to start a 4.0 Connect server from. tests/executors/spark40.py finds both here.
-# The main venv's uv does the installs (the venv itself gets no pip).
-$(SPARK40_STAMP): pyproject.toml constraints-spark40.txt | $(STAMP)
+# The main venv's uv does the installs (this venv gets no pip). Only uv's presence is required (order-only), so a
+# `make -q env-spark40` (tests/executors/spark40.py) never rebuilds the main venv.
+$(SPARK40_STAMP): pyproject.toml constraints-spark40.txt | $(UV)
 	rm -rf $(SPARK40)
 	$(PYTHON) -m venv --without-pip $(SPARK40)
 	$(UV) pip install --quiet --python $(SPARK40)/bin/python -c constraints-spark40.txt pyspark-client fsspec
@@ -50,8 +54,9 @@ typecheck: env
 # The suite runs on PYTEST_WORKERS processes (pytest-xdist), a whole test file on one process (--dist loadfile): the
 # module-scoped fixtures (an Airflow DAG run, a secrets sweep) then run once, and each process starts the session
 # fixtures (moto_server, Spark sessions and servers, an Airflow home) it needs on its own free ports and temp dirs.
+# Files go out in collection order (--no-loadscope-reorder), which tests/conftest.py makes the dearest first.
 PYTEST_WORKERS ?= 2
-PYTEST_XDIST = -n $(PYTEST_WORKERS) --dist loadfile
+PYTEST_XDIST = -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test: lint typecheck env-spark40
 	$(PY) -m pytest -q --durations=15 $(PYTEST_XDIST)
