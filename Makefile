@@ -4,6 +4,7 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
+UV := $(VENV)/bin/uv
 STAMP := $(VENV)/.installed-stamp
 SPARK40 := .venv-spark40
 SPARK40_STAMP := $(SPARK40)/.installed-stamp
@@ -11,10 +12,15 @@ CORPUS ?= ../shared/corpus
 
 .PHONY: env env-spark40 demo test test-fast lint typecheck conformance-doc bench clean
 
-$(STAMP): pyproject.toml constraints.txt
+# uv installs the packages (pip took most of the ~4 minutes of a fresh `make test`'s two environments); pip itself
+# only installs uv, at the version constraints.txt pins, into the venv, so nothing needs to be installed beforehand.
+$(UV):
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[test,spark]'
+	$(PY) -m pip install --quiet -c constraints.txt uv
+
+$(STAMP): pyproject.toml constraints.txt | $(UV)
+	$(PY) -m pip install --quiet -c constraints.txt uv
+	$(UV) pip install --quiet --python $(PY) -c constraints.txt -e '.[test,spark]'
 	touch $(STAMP)
 
 env: $(STAMP)
@@ -22,13 +28,15 @@ env: $(STAMP)
 # A client-only environment (pyspark-client 4.0, no classic pyspark, no Airflow) with this package installed without
 # its dependencies, and the Spark 4.0 distribution (classic pyspark's jars and scripts) in $(SPARK40)/server for the
 # tests to start a 4.0 Connect server from. tests/executors/spark40.py finds both here.
-$(SPARK40_STAMP): pyproject.toml constraints-spark40.txt
+# The main venv's uv does the installs (this venv gets no pip). Only uv's presence is required (order-only), so a
+# `make -q env-spark40` (tests/executors/spark40.py) never rebuilds the main venv.
+$(SPARK40_STAMP): pyproject.toml constraints-spark40.txt | $(UV)
 	rm -rf $(SPARK40)
-	$(PYTHON) -m venv $(SPARK40)
-	$(SPARK40)/bin/python -m pip install --quiet --upgrade pip
-	$(SPARK40)/bin/python -m pip install --quiet -c constraints-spark40.txt pyspark-client fsspec
-	$(SPARK40)/bin/python -m pip install --quiet --no-deps -e .
-	$(SPARK40)/bin/python -m pip install --quiet --no-deps -c constraints-spark40.txt --target $(SPARK40)/server pyspark
+	$(PYTHON) -m venv --without-pip $(SPARK40)
+	$(UV) pip install --quiet --python $(SPARK40)/bin/python -c constraints-spark40.txt pyspark-client fsspec
+	$(UV) pip install --quiet --python $(SPARK40)/bin/python --no-deps -e .
+	$(UV) pip install --quiet --python $(SPARK40)/bin/python --no-deps -c constraints-spark40.txt \
+		--target $(SPARK40)/server pyspark
 	touch $(SPARK40_STAMP)
 
 env-spark40: $(SPARK40_STAMP)
@@ -43,11 +51,19 @@ lint: env
 typecheck: env
 	$(VENV)/bin/mypy
 
+# The suite runs on PYTEST_WORKERS processes (pytest-xdist), a whole test file on one process (--dist loadfile): the
+# module-scoped fixtures (an Airflow DAG run, a secrets sweep) then run once, and each process starts the session
+# fixtures (moto_server, Spark sessions and servers, an Airflow home) it needs on its own free ports and temp dirs.
+# Files go out in collection order (--no-loadscope-reorder), which tests/conftest.py makes the dearest first.
+# PYTEST_WORKERS=0 runs the suite in one process, as before.
+PYTEST_WORKERS ?= 2
+PYTEST_XDIST = -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
+
 test: lint typecheck env-spark40
-	$(PY) -m pytest -q --durations=15
+	$(PY) -m pytest -q --durations=15 $(PYTEST_XDIST)
 
 test-fast: lint typecheck
-	$(PY) -m pytest -q --durations=15 -m "not spark and not airflow"
+	$(PY) -m pytest -q --durations=15 $(PYTEST_XDIST) -m "not spark and not airflow"
 
 conformance-doc: env
 	$(PY) tests/conformance/write_report.py

@@ -9,10 +9,15 @@
 Test tiers: `pytest_collection_modifyitems` marks each test `spark`, `airflow`, `s3` or `corpus` from the fixtures it
 uses and from where it lives (see `_needs`), so `-m "not spark and not airflow"` (`make test-fast`) runs without a JVM
 or Airflow. A missing corpus fails the run at once, naming the path, instead of skipping the tests that read it.
+
+`make test` runs the suite on two pytest-xdist workers, a file at a time (dearest files first:
+`_longest_files_first`). Session fixtures are per worker process: each starts its own servers on free ports under its
+own temp dir, so a fixture must not assume it is the only one of its kind on the machine (no fixed ports or paths).
 """
 
 from __future__ import annotations
 
+import json
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -55,6 +60,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         for name in sorted(_needs(item) - {m.name for m in item.iter_markers()}):
             item.add_marker(name)
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker
+        _longest_files_first(items)
+
+
+# Rough cost of a test by its marks, for the order of files under pytest-xdist (`_longest_files_first`).
+MARK_COST = {"slow": 20.0, "spark": 2.0, "airflow": 2.0, "s3": 1.0}
+
+
+def _longest_files_first(items: list[pytest.Item]) -> None:
+    """Order the files by their estimated cost, the dearest first (each file's tests keep their order).
+
+    `make test` hands whole files to its workers in collection order (``--dist loadfile --no-loadscope-reorder``;
+    xdist's own order is by test count, which left a DAG run of five tests, minutes long, for the very end while the
+    other worker idled). Every worker computes the same order from the same items, as xdist requires.
+    """
+    cost: dict[str, float] = {}
+    for item in items:
+        marks = {m.name for m in item.iter_markers()}
+        module = item.nodeid.split("::", 1)[0]
+        cost[module] = cost.get(module, 0.0) + 1.0 + sum(MARK_COST.get(name, 0.0) for name in marks)
+    rank = {module: n for n, module in enumerate(sorted(cost, key=lambda m: -cost[m]))}
+    items.sort(key=lambda item: rank[item.nodeid.split("::", 1)[0]])  # stable: a file's own order stays
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -142,8 +169,26 @@ def spark_any(request: pytest.FixtureRequest) -> Any:
     return request.getfixturevalue("spark_local" if request.param == "classic" else "spark_connect")
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """On a pytest-xdist worker: hand this process's `NO_ORACLE` counts to the controller, which prints the summary."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        from tests.oracles import NO_ORACLE
+
+        workeroutput["no_oracle"] = json.dumps(NO_ORACLE)
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: the controller learns that a worker finished
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    from tests.oracles import NO_ORACLE
+
+    for test, reasons in json.loads(getattr(node, "workeroutput", {}).get("no_oracle", "{}")).items():
+        NO_ORACLE[test].extend(reasons)
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """How many row comparisons neither delta-rs nor delta-kernel-rs could make (tests/oracles.py), per test."""
+    """How many row comparisons neither delta-rs nor delta-kernel-rs could make (tests/oracles.py), per test (under
+    pytest-xdist, the workers' counts together: `pytest_testnodedown`)."""
     from tests.oracles import NO_ORACLE
 
     if NO_ORACLE:

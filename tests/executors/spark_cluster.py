@@ -113,17 +113,22 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
 
 
 def _accepts(probe: Callable[[], object]) -> bool:
-    """Whether ``probe()`` is true; false while the master's web UI does not answer yet."""
+    """Whether ``probe()`` is true; false while the master's web UI does not answer yet, or while something else
+    answers on its port (a page that is not the master's JSON: the master then exits, see `start_cluster`)."""
     try:
         return bool(probe())
-    except OSError:
+    except (OSError, ValueError):
         return False
+
+
+class _DaemonExited(RuntimeError):
+    """A daemon of a starting cluster exited (a port `free_port` chose was taken again before the daemon bound it)."""
 
 
 def _check_alive(cluster: SparkCluster, deadline: float, what: str) -> None:
     dead = [p.args[1] for p in cluster.processes if p.poll() is not None]
     if dead:
-        raise RuntimeError(f"Spark daemon exited during start-up: {dead}\n{cluster.logs()}")
+        raise _DaemonExited(f"Spark daemon exited during start-up: {dead}\n{cluster.logs()}")
     if time.monotonic() > deadline:
         raise RuntimeError(f"{what} within the time limit\n{cluster.logs()}")
 
@@ -133,12 +138,28 @@ def start_cluster(
 ) -> SparkCluster:
     """Start a master and ``workers`` workers on 127.0.0.1 and wait until all workers are registered and alive.
 
+    A port chosen free can be taken by another process (another test process's Spark, say) before a daemon binds
+    it; the daemons do not move to the next port then (``spark.port.maxRetries=0``: a master on another port than
+    the one probed would leave the probe talking to a stranger) but exit, and the cluster starts again on new ports,
+    three times at most.
+
     Raises:
         RuntimeError: the cluster did not come up within ``timeout`` seconds (the message carries the log tails).
     """
+    for attempt in range(3):
+        try:
+            return _start_cluster(work_dir / f"try-{attempt}", workers, cores, memory, timeout)
+        except _DaemonExited:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _start_cluster(work_dir: Path, workers: int, cores: int, memory: str, timeout: float) -> SparkCluster:
     work_dir.mkdir(parents=True, exist_ok=True)
     spark_class = str(spark_home() / "bin" / "spark-class")
     env = spark_env()
+    env["SPARK_DAEMON_JAVA_OPTS"] += " -Dspark.port.maxRetries=0"
     port, web_port = free_port(), free_port()
     cluster = SparkCluster(f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{web_port}", work_dir)
 
