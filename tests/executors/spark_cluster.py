@@ -159,8 +159,10 @@ def _start_cluster(work_dir: Path, workers: int, cores: int, memory: str, timeou
     work_dir.mkdir(parents=True, exist_ok=True)
     spark_class = str(spark_home() / "bin" / "spark-class")
     env = spark_env()
-    env["SPARK_DAEMON_JAVA_OPTS"] += " -Dspark.port.maxRetries=0"
-    port, web_port = free_port(), free_port()
+    port, web_port, rest_port = free_port(), free_port(), free_port()
+    # The master's REST submission server would take its fixed default, 6066: a second cluster on the machine (another
+    # pytest-xdist worker's) would then fail to bind it, with no retries left, and never register its workers.
+    env["SPARK_DAEMON_JAVA_OPTS"] += f" -Dspark.port.maxRetries=0 -Dspark.master.rest.port={rest_port}"
     cluster = SparkCluster(f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{web_port}", work_dir)
 
     def launch(name: str, args: list[str]) -> None:
