@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -19,16 +17,7 @@ import pyarrow.parquet as pq
 
 from airflow_provider_deltalite import DeltaTable
 from airflow_provider_deltalite.engine.transaction import RetryPolicy
-
-
-def _wait(barrier: Path, parties: int) -> None:
-    barrier.mkdir(parents=True, exist_ok=True)
-    (barrier / str(os.getpid())).touch()
-    deadline = time.monotonic() + 120
-    while len(list(barrier.iterdir())) < parties:
-        if time.monotonic() > deadline:
-            raise SystemExit("barrier timeout")
-        time.sleep(0.01)
+from tests.barrier import wait
 
 
 def commit_blind_appends(table: DeltaTable, worker: int, commits: int, out: Any) -> None:
@@ -68,7 +57,7 @@ def main() -> None:
     args = parser.parse_args()
     table = DeltaTable(args.uri, json.loads(args.options))
     if args.barrier:
-        _wait(Path(args.barrier), args.parties)
+        wait(Path(args.barrier), args.parties)
     with open(args.out, "a") as out:
         commit_blind_appends(table, args.worker, args.commits, out)
 

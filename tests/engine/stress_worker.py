@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import sys
 import time
@@ -24,6 +23,7 @@ from airflow_provider_deltalite import DeltaTable
 from airflow_provider_deltalite.engine import ConcurrentModification, remove_from_add
 from airflow_provider_deltalite.engine.file_actions import live_file_actions
 from airflow_provider_deltalite.engine.transaction import RetryPolicy
+from tests.barrier import wait
 
 OPERATIONS = ("append", "deltars_append", "rewrite", "delete")
 WEIGHTS = (0.35, 0.2, 0.3, 0.15)
@@ -53,16 +53,6 @@ def _ids_of(table: DeltaTable, path: str) -> list[int]:
         return pq.read_table(fh).column("id").to_pylist()
 
 
-def _wait(barrier: Path, parties: int) -> None:
-    barrier.mkdir(parents=True, exist_ok=True)
-    (barrier / str(os.getpid())).touch()
-    deadline = time.monotonic() + 120
-    while len(list(barrier.iterdir())) < parties:
-        if time.monotonic() > deadline:
-            raise SystemExit("barrier timeout")
-        time.sleep(0.01)
-
-
 def run(args: argparse.Namespace) -> None:
     options = json.loads(args.options)
     deltars_options = json.loads(args.deltars_options)
@@ -76,10 +66,10 @@ def run(args: argparse.Namespace) -> None:
         files = [f for f in live_file_actions(snap) if f["partitionValues"]["part"] == "p0"]
         txn = table.transaction(snap, retry=retry)
         _stage_rewrite(table, txn, files)
-        _wait(Path(args.barrier), args.parties)
+        wait(Path(args.barrier), args.parties)
         _record(out, "rewrite", lambda: txn.commit("OPTIMIZE"), txn.txn_id, [], [])
         return
-    _wait(Path(args.barrier), args.parties)
+    wait(Path(args.barrier), args.parties)
     for _ in range(args.ops):
         op = rng.choices(OPERATIONS, WEIGHTS)[0]
         part = rng.choice(PARTITIONS)

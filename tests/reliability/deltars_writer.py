@@ -22,15 +22,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import sys
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+
+from tests.barrier import wait
 
 PARTITIONS = ("p0", "p1", "p2")
 STRESS_OPS = ("append", "delete", "update", "merge")
@@ -136,16 +136,6 @@ def serve() -> None:
             sys.stdout.flush()
 
 
-def _wait(barrier: Path, parties: int) -> None:
-    barrier.mkdir(parents=True, exist_ok=True)
-    (barrier / str(os.getpid())).touch()
-    deadline = time.monotonic() + 120
-    while len(list(barrier.iterdir())) < parties:
-        if time.monotonic() > deadline:
-            raise SystemExit("barrier timeout")
-        time.sleep(0.005)
-
-
 def stress(args: argparse.Namespace) -> None:
     """``--ops`` seeded operations on this worker's own rows, a report line each."""
     rng = random.Random(args.seed)
@@ -153,7 +143,7 @@ def stress(args: argparse.Namespace) -> None:
     next_id = args.worker * 1_000_000 + 1
     stamp = args.worker * 1_000_000
     base = {"uri": args.uri, "options": json.loads(args.options)}
-    _wait(Path(args.barrier), args.parties)
+    wait(Path(args.barrier), args.parties)
     with open(args.out, "a") as out:
         for n in range(args.ops):
             # every kind in turn, so that each runs a few times whatever the seed (the test checks that each committed)
