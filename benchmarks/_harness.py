@@ -144,6 +144,27 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
+def tree_cpu_s() -> dict[str, float]:
+    """CPU seconds (user+sys, with reaped children's) of this process and every live descendant, from /proc: in
+    total, and the part of the JVM (``java``) and of Python processes other than this one (Spark's workers)."""
+    out = {"total": 0.0, "java": 0.0, "workers": 0.0}
+    me = os.getpid()
+    for pid in [me, *descendants(me)]:
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                head, rest = fh.read().rsplit(")", 1)
+        except OSError:
+            continue
+        cpu = sum(int(v) for v in rest.split()[11:15]) / os.sysconf("SC_CLK_TCK")
+        name = head.split("(", 1)[1]
+        out["total"] += cpu
+        if name == "java":
+            out["java"] += cpu
+        elif pid != me and name.startswith("python"):
+            out["workers"] += cpu
+    return out
+
+
 def sample(pids: list[int], names: dict[int, str], cpu_seen: dict[int, float]) -> dict[str, float]:
     """Summed RSS (MB) of ``pids``: in total, of the JVM (``java``) processes, and of the largest process."""
     total = java = largest = 0.0

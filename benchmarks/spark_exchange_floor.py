@@ -116,7 +116,7 @@ def _floor_child() -> dict[str, Any]:
     source = spark.range(FLOOR_MAPS, numPartitions=FLOOR_MAPS)
     with pandas_warning_ignored():
         source.mapInArrow(consume, "bytes long").collect()  # start the Python workers outside the measurement
-        before = _tree_cpu()
+        before = h.tree_cpu_s()
         start = time.perf_counter()
         rows = (
             source.mapInArrow(emit, "reducer int, payload binary")
@@ -125,7 +125,7 @@ def _floor_child() -> dict[str, Any]:
             .collect()
         )
         wall = time.perf_counter() - start
-        after = _tree_cpu()
+        after = h.tree_cpu_s()
     spark.stop()
     return {
         "moved_bytes": sum(r.bytes for r in rows),
@@ -133,24 +133,6 @@ def _floor_child() -> dict[str, Any]:
         "jvm_cpu_s": after["java"] - before["java"],
         "workers_cpu_s": after["workers"] - before["workers"],
     }
-
-
-def _tree_cpu() -> dict[str, float]:
-    out = {"java": 0.0, "workers": 0.0}
-    me = os.getpid()
-    for pid in h.descendants(me):
-        try:
-            with open(f"/proc/{pid}/stat") as fh:
-                head, rest = fh.read().rsplit(")", 1)
-        except OSError:
-            continue
-        cpu = sum(int(v) for v in rest.split()[11:15]) / os.sysconf("SC_CLK_TCK")
-        name = head.split("(", 1)[1]
-        if name == "java":
-            out["java"] += cpu
-        elif name.startswith("python"):
-            out["workers"] += cpu
-    return out
 
 
 def _child(args: list[str]) -> dict[str, Any]:

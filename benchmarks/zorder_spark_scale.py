@@ -323,29 +323,8 @@ def prepare_table(quick: bool, regenerate: bool) -> tuple[Path, dict[str, Any], 
 # -- measured children -----------------------------------------------------------------------------------------
 
 
-def tree_cpu_s() -> dict[str, float]:
-    """CPU seconds (user+sys, with reaped children's) of this process and every live descendant, from /proc: in
-    total, and the part of the JVM (``java``) and of Python processes other than this one (Spark's workers)."""
-    out = {"total": 0.0, "java": 0.0, "workers": 0.0}
-    me = os.getpid()
-    for pid in [me, *h.descendants(me)]:
-        try:
-            with open(f"/proc/{pid}/stat") as fh:
-                head, rest = fh.read().rsplit(")", 1)
-        except OSError:
-            continue
-        cpu = sum(int(v) for v in rest.split()[11:15]) / os.sysconf("SC_CLK_TCK")
-        name = head.split("(", 1)[1]
-        out["total"] += cpu
-        if name == "java":
-            out["java"] += cpu
-        elif pid != me and name.startswith("python"):
-            out["workers"] += cpu
-    return out
-
-
 def cpu_since(before: dict[str, float]) -> dict[str, float]:
-    after = tree_cpu_s()
+    after = h.tree_cpu_s()
     return {
         "call_cpu_s": after["total"] - before["total"],
         "call_cpu_jvm_s": after["java"] - before["java"],
@@ -376,7 +355,7 @@ def child_zorder(kind: str, arg: str, path: str) -> dict[str, Any]:
         result["jvm_start_s"] = time.perf_counter() - t0
     elif kind == "local":
         executor = LocalExecutor(int(arg))
-    cpu0 = tree_cpu_s()
+    cpu0 = h.tree_cpu_s()
     if kind == "deltars":
         import deltalake
 
@@ -408,7 +387,7 @@ def child_optimize(master: str, path: str) -> dict[str, Any]:
     t0 = time.perf_counter()
     executor = SparkExecutor.start(master)
     result: dict[str, Any] = {"kind": "optimize", "arg": master.split(":")[0], "jvm_start_s": time.perf_counter() - t0}
-    cpu0 = tree_cpu_s()
+    cpu0 = h.tree_cpu_s()
     with h.Measured() as run:
         stats = optimize(DeltaTable(path), target_size=COMPACT_SIZE, min_file_size=COMPACT_SIZE, executor=executor)
     result.update(cpu_since(cpu0))
