@@ -67,18 +67,6 @@ MASK = (1 << 64) - 1
 # -- generation ----------------------------------------------------------------------------------------------
 
 
-def _strings(rng: Any, n: int) -> Any:
-    import numpy as np
-    import pyarrow as pa
-
-    lengths = rng.integers(4, 15, n)
-    offsets = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(lengths, out=offsets[1:])
-    alphabet = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz      ", dtype=np.uint8)
-    data = alphabet[rng.integers(0, len(alphabet), int(offsets[-1]))]
-    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets.tobytes()), pa.py_buffer(data.tobytes()))
-
-
 def generate_child(dest: str, size: str) -> dict[str, Any]:
     import deltalake
     import numpy as np
@@ -94,7 +82,7 @@ def generate_child(dest: str, size: str) -> dict[str, Any]:
             "id": pa.array(np.arange(next_id, next_id + n, dtype=np.int64)),
             "a": pa.array(rng.integers(0, 10**9, n), pa.int64()),
             "b": pa.array(rng.standard_normal(n), pa.float64()),
-            "s": _strings(rng, n),
+            "s": h.load_benchmark("optimize_compact")._strings(rng, n),
         }
         next_id += n
         if partitions > 1:
