@@ -392,6 +392,10 @@ class DynamoDBCommits:
                 log.info("deltalite: %s: recovered %s from %s", redact_uri(self.table_uri), target, entry.temp_path)
             self._mark_complete(entry)
 
+    def mode(self, storage: Storage) -> str:
+        """What `Storage.commit_mode` reports."""
+        return "dynamodb"
+
     def recover(self, storage: Storage) -> None:
         """Before the log is listed: finish the newest entry if its writer died before finishing it (``listFrom``)."""
         entry = self.latest_entry()

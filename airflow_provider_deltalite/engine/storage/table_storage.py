@@ -19,12 +19,12 @@ from airflow_provider_deltalite.engine.errors import (
 )
 from airflow_provider_deltalite.engine.storage.backends import LOCAL_SCHEMES, backend_class, backend_for, protocols_of
 from airflow_provider_deltalite.engine.storage.base import DeleteOutcome, DirListing, FileInfo, ReadFailed
+from airflow_provider_deltalite.engine.storage.create_only_commits import CreateOnlyCommits
 from airflow_provider_deltalite.engine.storage.dynamodb_commit import (
     DYNAMODB_OPTIONS,
     LOG_DIR,
     DynamoDBCommits,
     commit_version,
-    warn_if_dynamodb_writer,
 )
 from airflow_provider_deltalite.engine.storage.paths import (
     absolute_uri_to_path,
@@ -101,9 +101,12 @@ class Storage:
             raise InvalidArgument(str(exc), self.table_uri) from None
         self._own_options = own
         self._options = options
-        # How commit files are written: create-only writes (None), or through a DynamoDB table.
-        self.commit_store = DynamoDBCommits.from_options(
-            self.table_uri, {k: own[k] for k in DYNAMODB_OPTIONS if k in own}, options, self.retry_policy
+        # How commit files are written: through a DynamoDB table when the options name one, else create-only writes.
+        self.commit_store: DynamoDBCommits | CreateOnlyCommits = (
+            DynamoDBCommits.from_options(
+                self.table_uri, {k: own[k] for k in DYNAMODB_OPTIONS if k in own}, options, self.retry_policy
+            )
+            or CreateOnlyCommits()
         )
         scheme = urlsplit(self.table_uri).scheme
         if filesystem is not None:
@@ -309,8 +312,8 @@ class Storage:
 
         On S3 this asks the server to start the listing there (``StartAfter``), so a long log is not listed whole.
         """
-        if self.commit_store is not None and directory.rstrip("/") == LOG_DIR:
-            # a commit whose writer died before copying it: finish it, so this listing shows it
+        if directory.rstrip("/") == LOG_DIR:
+            # a commit whose writer died before it was whole (DynamoDB mode): finish it, so this listing shows it
             self.commit_store.recover(self)
         full_dir = self.full_path(directory).rstrip("/")
         with self._errors(directory or "/"):
@@ -353,7 +356,7 @@ class Storage:
     def commit_mode(self) -> str | None:
         """How commit files (``_delta_log/N.json``) are written: ``"dynamodb"`` (through the DynamoDB table the
         options name, delta-spark's S3DynamoDBLogStore protocol), else as `create_only` says."""
-        return "dynamodb" if self.commit_store is not None else self.create_only
+        return self.commit_store.mode(self)
 
     def write_create_only(self, path: str, data: bytes) -> None:
         """Write ``path`` only if it does not exist; raises FileExistsError when it does (another writer won).
@@ -375,12 +378,17 @@ class Storage:
             StorageError: the write still failed after the retries; it may or may not have landed.
         """
         if commit_version(path) is not None:
-            if self.commit_store is not None:
-                self.commit_store.write_commit(self, path, data)
-                return
-            # Only writers can be overwritten by a DynamoDB-mode writer: the check costs them one request per
-            # table and process, and readers nothing.
-            warn_if_dynamodb_writer(self)
+            self.commit_store.write_commit(self, path, data)
+        else:
+            self.write_if_absent(path, data)
+
+    def write_if_absent(self, path: str, data: bytes) -> None:
+        """`write_create_only` without the commit strategy: the store's create-only write, or single-writer mode's.
+
+        Raises:
+            FileExistsError: ``path`` exists.
+            CreateOnlyNotSupported: the store has no put-if-absent and single-writer mode is off.
+        """
         if self.create_only is None:
             raise CreateOnlyNotSupported(
                 f"the {self.protocol}:// store cannot write a file only if it is absent, so concurrent writers "
