@@ -18,7 +18,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("engine", ("engine",)),
     ("maintenance", ("maintenance",)),
     ("executors", ("executors",)),
-    ("public API", ("table", "cli", "demo")),
+    ("public API", ("table", "cli", "demo", "report")),
     ("jobs", ("jobs",)),
     ("airflow", ("hooks", "operators", "sensors", "triggers")),
     ("package root", ("", "__main__")),

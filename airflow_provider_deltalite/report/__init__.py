@@ -1,0 +1,1 @@
+"""Pages for people: the health page of a table (`report.health_page`)."""
