@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -45,9 +46,9 @@ def cmd_health(args: argparse.Namespace) -> None:
     table = open_table(args)
     health = table.health(snapshot=table.snapshot(), columns=columns, min_file_size=args.min_file_size)
     if args.html:
-        from airflow_provider_deltalite.report.health_page import write_health_page
-
-        write_health_page(health, args.html)
+        # by name: the page module is written beside this one (report/health_page.py) and loads its plotting library
+        page = importlib.import_module("airflow_provider_deltalite.report.health_page")
+        page.write_health_page(health, args.html)
     if args.json:
         return print_json(health.to_dict())
     for line in health_lines(health):
