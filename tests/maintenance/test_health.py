@@ -152,3 +152,77 @@ def test_bad_arguments_name_the_problem(tmp_path: Path, kwargs: dict, message: s
     t = partitioned_table(tmp_path)
     with pytest.raises(InvalidArgument, match=message.replace("(", r"\(")):
         table_health(DeltaTable(str(t)), **kwargs)
+
+
+def test_liquid_clustered_table_is_measured_on_its_string_clustering_column(tmp_path: Path) -> None:
+    t = tmp_path / "liquid"
+    writer = ["domainMetadata", "clustering"]
+    domain = {"domain": "delta.clustering", "configuration": '{"clusteringColumns": [["name"]]}', "removed": False}
+    meta = metadata([field("id", "long"), field("name", "string")])
+    files = [
+        add(path, MIB, None, stats(1, "name", lo, hi))
+        for path, lo, hi in [
+            ("a", "apple", "cherry"),
+            ("b", "banana", "date"),
+            ("c", "cherry", "cherry"),
+            ("d", "fig", "grape"),
+            ("e", "elder", "fig"),
+        ]
+    ]
+    commit(t, 0, [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": writer}}, meta], NOW)
+    commit(t, 1, [{"domainMetadata": domain}, *files], NOW)
+    h = table_health(DeltaTable(str(t)), now=NOW)
+    assert (h.clustering_columns, h.clustering_source) == (("name",), "liquid")
+    # point queries on each file's min: apple 1 (a), banana 2 (a b), cherry 3 (a b c), fig 2 (d e), elder 1 (e)
+    # intervals: apple-banana 1, banana-cherry 2, cherry-date 1 (b), date-elder none, elder-fig 1, fig-grape 1;
+    # the point cherry (c) held by a, b, c: 3
+    assert h.clustering == (ColumnClustering("name", 5, 0, 9 / 5, 9 / 6, 3),)
+    assert [p.partition_values for p in h.partitions] == [{}]
+    assert h.partitions[0].clustering == h.clustering
+
+
+def test_in_commit_timestamps_date_the_versions_and_runs(tmp_path: Path) -> None:
+    t = tmp_path / "ict"
+    meta = metadata([field("id", "long")], **{"delta.enableInCommitTimestamps": "true"})
+
+    def ict(operation: str, at: int) -> dict:
+        return {"commitInfo": {"inCommitTimestamp": at, "timestamp": at, "operation": operation}}
+
+    proto = protocol((), ["inCommitTimestamp"])
+    # the file times all say "now": only the in-commit timestamps place the versions in time
+    commit(t, 0, [ict("CREATE TABLE", NOW - 300 * HOUR), proto, meta], NOW)
+    commit(t, 1, [ict("WRITE", NOW - 200 * HOUR), add("x", MIB, None, stats(5))], NOW)
+    commit(t, 2, [ict("OPTIMIZE", NOW - 100 * HOUR)], NOW)
+    commit(t, 3, [ict("VACUUM END", NOW - HOUR)], NOW)
+    h = table_health(DeltaTable(str(t)), now=NOW)
+    assert (h.log.versions_in_log_retention, h.log.versions_in_file_retention) == (4, 2)  # 720 h, 168 h
+    assert (h.last_runs.optimize_version, h.last_runs.hours_since_optimize) == (2, 100.0)
+    assert (h.last_runs.vacuum_version, h.last_runs.vacuum_timestamp) == (3, NOW - HOUR)
+
+
+def test_a_healthy_delta_rs_table_with_a_checkpoint_needs_nothing(tmp_path: Path) -> None:
+    """Written by delta-rs, checkpointed by deltalite; files, bytes and rows cross-checked with delta-rs."""
+    import deltalake
+    import pyarrow as pa
+
+    t = tmp_path / "healthy"
+    for i in range(3):
+        rows = pa.table({"id": pa.array(range(i * 100, i * 100 + 100), pa.int64()), "p": ["x", "y"] * 50})
+        deltalake.write_deltalake(str(t), rows, mode="append", partition_by=["p"])
+    DeltaTable(str(t)).checkpoint()
+    h = DeltaTable(str(t)).health(min_file_size=1)
+
+    actions = deltalake.DeltaTable(str(t)).get_add_actions(flatten=True)
+    actions = actions if isinstance(actions, pa.Table) else pa.RecordBatchReader.from_stream(actions).read_all()
+    sizes, records = actions.column("size_bytes").to_pylist(), actions.column("num_records").to_pylist()
+    assert (h.files, h.bytes, h.rows) == (len(sizes), sum(sizes), sum(records)) == (6, sum(sizes), 300)
+    assert (h.small_files, h.small_file_share, h.deleted_rows, h.files_with_deletion_vectors) == (0, 0.0, 0, 0)
+    assert (h.tombstones.files, h.tombstones.bytes, h.tombstones.next_reclaimable_at) == (0, 0, None)
+    assert h.tombstones.reclaimable_by_day == ()
+    log_files = [p for p in (t / "_delta_log").iterdir() if p.is_file()]
+    assert (h.log.last_checkpoint_version, h.log.commits_since_checkpoint, h.log.oldest_version) == (2, 0, 0)
+    assert (h.log.log_files, h.log.log_bytes) == (len(log_files), sum(p.stat().st_size for p in log_files))
+    assert (h.log.versions_in_log_retention, h.log.versions_in_file_retention) == (3, 3)
+    assert (h.clustering_columns, h.clustering_source, h.clustering) == ((), None, ())
+    assert (h.last_runs.optimize_version, h.last_runs.vacuum_version, h.last_runs.zorder_columns) == (None, None, ())
+    assert [(p.partition_values, p.files, p.rows) for p in h.partitions] == [({"p": "x"}, 3, 150), ({"p": "y"}, 3, 150)]
