@@ -42,6 +42,12 @@ RECLAIM_COLOUR = "#e45756"
 MAX_PARTITIONS = 30
 MAX_LABEL = 48  # longer partition labels are cut on the axis (the hover shows them whole)
 _CONFIG = {"displayModeBar": False, "displaylogo": False}
+# a legend under the chart, whatever its height, clear of the title and of the axis title
+_LEGEND_BELOW: dict[str, Any] = {
+    "showlegend": True,
+    "legend": {"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom", "x": 0.5, "xanchor": "center"},
+    "margin": {"l": 60, "r": 20, "t": 50, "b": 90},
+}
 _CSP = (
     "default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; img-src data:; "
     "font-src data:"
@@ -56,7 +62,8 @@ h1 { font-size: 22px; margin: 0 0 4px; overflow-wrap: anywhere; }
 .charts { display: grid; grid-template-columns: repeat(2, minmax(0, 1fr)); gap: 16px; }
 @media (max-width: 1100px) { .charts { grid-template-columns: minmax(0, 1fr); } }
 .chart { border: 1px solid #e4e7eb; border-radius: 6px; padding: 8px; min-height: 120px; }
-.chart p.none { font-size: 15px; padding: 8px 12px; }
+.chart h2 { font-size: 17px; font-weight: normal; color: #2a3f5f; margin: 8px 12px; }
+.chart p.none { font-size: 15px; padding: 0 12px; }
 footer { color: #7b8794; font-size: 12px; margin-top: 16px; }
 """
 
@@ -102,8 +109,13 @@ def health_page_html(health: TableHealth) -> str:
     sections, inlined = [], False
     for name, figure in figures:
         if figure is None:
-            reason = clustering_sentence(health) if name == "clustering" else "Nothing to reclaim: no tombstone."
-            sections.append(f'<section class="chart" id="{name}"><p class="none">{html.escape(reason)}</p></section>')
+            title, reason = (
+                ("Clustering overlap per column", clustering_sentence(health))
+                if name == "clustering"
+                else ("What VACUUM would reclaim, by day", "Nothing to reclaim: the log holds no tombstone.")
+            )
+            body = f'<h2>{title}</h2><p class="none">{html.escape(reason)}</p>'
+            sections.append(f'<section class="chart" id="{name}">{body}</section>')
             continue
         div = pio.to_html(
             figure,
@@ -238,8 +250,7 @@ def _small_files_figure(go: Any, health: TableHealth) -> Any:
         barmode="overlay",
         height=height,
         bargap=0.25,
-        showlegend=True,
-        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 1, "xanchor": "right"},
+        **_LEGEND_BELOW,
     )
     return go.Figure(data=[files, small], layout=layout)
 
@@ -265,8 +276,7 @@ def _clustering_figure(go: Any, health: TableHealth) -> Any:
         "column",
         "files (1 is perfect)",
         barmode="group",
-        showlegend=True,
-        legend={"orientation": "h", "y": -0.25},
+        **_LEGEND_BELOW,
     )
     return go.Figure(data=[point, depth], layout=layout)
 
