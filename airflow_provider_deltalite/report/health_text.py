@@ -101,7 +101,7 @@ def _small_files(health: TableHealth) -> str:
         return f"No file is smaller than the minimum file size of {minimum}."
     text = (
         f"{health.small_files:,} of {health.files:,} files ({percent(health.small_file_share)}) are smaller than the "
-        f"minimum file size of {minimum}; together they hold {human_size(health.small_bytes)}, which OPTIMIZE would "
+        f"minimum file size of {minimum}; together they hold {human_size(health.small_bytes)}, which OPTIMIZE can "
         "compact"
     )
     if health.partition_columns:
@@ -146,6 +146,8 @@ def _log(health: TableHealth) -> str:
     held = f"the log holds {log.log_files:,} files ({human_size(log.log_bytes)})"
     if log.last_checkpoint_version is None:
         text = f"The log has no checkpoint, so a reader replays all {log.commits_since_checkpoint:,} commits; {held}"
+    elif not log.commits_since_checkpoint:
+        text = f"The newest version has a checkpoint; {held}"
     else:
         text = (
             f"{log.commits_since_checkpoint:,} commits since the last checkpoint (version "

@@ -8,6 +8,7 @@ The TableHealth objects are built by hand, so every number on the page is known 
 from __future__ import annotations
 
 import pickle
+import re
 import struct
 import subprocess
 import sys
@@ -33,7 +34,7 @@ from airflow_provider_deltalite.maintenance.health.metrics import (
     TableHealth,
     Tombstones,
 )
-from airflow_provider_deltalite.report.health_page import write_health_page
+from airflow_provider_deltalite.report.health_page import health_page_html, write_health_page
 
 CHROMIUM_ARGS = [
     "--headless",
@@ -152,6 +153,33 @@ def unclustered_health() -> TableHealth:
     )
 
 
+def healthy_health() -> TableHealth:
+    """A table that needs nothing: large files in two partitions, Z-ordered with no overlap, no tombstone, the newest
+    version checkpointed, optimized and vacuumed recently."""
+    return table_health(
+        table_uri="file:///data/tables/tidy",
+        version=12,
+        min_file_size=GIB,
+        files=4,
+        bytes=6 * GIB,
+        rows=40_000,
+        size_histogram=histogram([0, 0, 0, 0, 0, 0, 0, 0, 4, 0]),
+        small_files=0,
+        small_bytes=0,
+        small_file_share=0.0,
+        deleted_rows=0,
+        deleted_row_share=0.0,
+        files_with_deletion_vectors=0,
+        clustering_columns=("id",),
+        clustering_source="zorder",
+        clustering=(ColumnClustering("id", 4, 0, 1.0, 1.0, 1),),
+        tombstones=Tombstones(168, 0, 0, 0, 0, 0, None, None, ()),
+        log=LogHealth(12, 12, 0, 10, 14, 40 * KIB, 720, 0, 13, 3),
+        last_runs=LastRuns(11, NOW - 2 * HOUR, 2.0, 12, NOW - HOUR // 2, 0.5, ("id",)),
+        partitions=(partition({"date": "2026-11-24"}, 2, 0), partition({"date": "2026-11-25"}, 2, 0)),
+    )
+
+
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     with sync_playwright() as playwright:
@@ -185,6 +213,12 @@ def open_page(browser: Browser, path: Path, charts: int) -> tuple[Page, list[str
 
 def texts(page: Page, selector: str) -> list[str]:
     return [element.text_content() or "" for element in page.query_selector_all(selector)]
+
+
+def top_down(page: Page, selector: str) -> list[str]:
+    """The texts of the elements ``selector`` finds, from the top of the page down."""
+    elements = page.query_selector_all(selector)
+    return [e.text_content() or "" for e in sorted(elements, key=lambda e: (e.bounding_box() or {"y": 0})["y"])]
 
 
 def png_rgb(png: bytes) -> tuple[int, int, bytes]:
@@ -264,7 +298,7 @@ def test_the_page_of_a_table_that_needs_everything(browser: Browser, tmp_path: P
     assert texts(page, ".summary li") == [
         "Version 42 has 1,400 live files holding 700 GiB and 9,876,543 rows, in 35 partitions of date.",
         "630 of 1,400 files (45.0%) are smaller than the minimum file size of 128 MiB; together they hold 630 MiB, "
-        "which OPTIMIZE would compact (they sit in 35 of 35 partitions).",
+        "which OPTIMIZE can compact (they sit in 35 of 35 partitions).",
         "Deletion vectors mark 98,765 of 9,876,543 rows as deleted (1.0%) in 12 files; purging them would rewrite "
         "those files without the deleted rows.",
         "20 removed files (500 MiB) are held only by tombstones: VACUUM would reclaim 300 MiB (12 files) now, and "
@@ -281,9 +315,9 @@ def test_the_page_of_a_table_that_needs_everything(browser: Browser, tmp_path: P
     assert texts(page, "#sizes .xtick text") == BUCKET_LABELS
     assert texts(page, "#sizes .bartext") == ["100", "200", "230", "100", "1", "769"]
     # the 30 partitions with most small files, most first (top to bottom); the HTML value shown as text, not run
-    ticks = page.query_selector_all("#small-files .ytick text")
-    top_down = [t.text_content() for t in sorted(ticks, key=lambda t: (t.bounding_box() or {"y": 0})["y"])]
-    assert top_down == [f"date={NASTY}"] + [f"date=p{d:02d}" for d in range(34, 6, -1)] + ["date=(null)"]
+    assert top_down(page, "#small-files .ytick text") == [f"date={NASTY}"] + [
+        f"date=p{d:02d}" for d in range(34, 6, -1)
+    ] + ["date=(null)"]
     assert page.evaluate("window.pwned === undefined && document.querySelectorAll('img').length === 0")
     assert texts(page, "#clustering .xtick text") == ["user_id", "ts"]
     assert texts(page, "#reclaim .xtick text") == ["2026-11-25", "2026-11-26", "2026-11-29"]
@@ -335,6 +369,67 @@ def test_the_page_of_an_unclustered_table(browser: Browser, tmp_path: Path) -> N
     page.close()
 
 
+def test_the_page_of_a_table_that_needs_nothing(browser: Browser, tmp_path: Path) -> None:
+    path = tmp_path / "tidy.html"
+    write_health_page(healthy_health(), str(path))
+    page, elsewhere, errors = open_page(browser, path, charts=3)
+    assert elsewhere == [] and errors == []
+    assert texts(page, "h1") == ["Health of file:///data/tables/tidy at version 12"]
+    assert texts(page, ".gtitle") == ["Files by size", "Small files per partition", "Clustering overlap per column"]
+    assert texts(page, "#reclaim h2") == ["What VACUUM would reclaim, by day"]
+    assert texts(page, "#reclaim p") == ["Nothing to reclaim: the log holds no tombstone."]
+    assert texts(page, ".summary li") == [
+        "Version 12 has 4 live files holding 6 GiB and 40,000 rows, in 2 partitions of date.",
+        "No file is smaller than the minimum file size of 1 GiB.",
+        "No row is deleted by a deletion vector.",
+        "No removed file is waiting for VACUUM: the log holds no tombstone.",
+        "The newest version has a checkpoint; the log holds 14 files (40 KiB). 3 versions are within the "
+        "deleted-file retention and 13 within the log retention of 30 days.",
+        "Clustering on the columns of the newest Z-order (id): a point query on id reads 1.00 files (average overlap "
+        "depth 1.00, at most 1).",
+        "The last OPTIMIZE ran 2 hours ago (version 11); the last VACUUM 30 minutes ago (version 12).",
+    ]
+    # both partitions, in partition order when their small files tie
+    assert top_down(page, "#small-files .ytick text") == ["date=2026-11-24", "date=2026-11-25"]
+    page.close()
+
+
+def test_the_page_of_an_empty_table_says_so() -> None:
+    empty = table_health(
+        table_uri="/data/tables/empty",
+        version=3,
+        partition_columns=(),
+        files=0,
+        bytes=0,
+        rows=0,
+        size_histogram=histogram([0] * 10),
+        small_files=0,
+        small_bytes=0,
+        small_file_share=0.0,
+        deleted_rows=0,
+        deleted_row_share=0.0,
+        files_with_deletion_vectors=0,
+        clustering_columns=(),
+        clustering_source=None,
+        clustering=(),
+        tombstones=Tombstones(168, 0, 0, 0, 0, 0, None, None, ()),
+        log=LogHealth(3, None, 4, 10, 4, 2 * KIB, 720, 0, 4, 4),
+        last_runs=LastRuns(None, None, None, None, None, None, ()),
+        partitions=(),
+    )
+    page = health_page_html(empty)
+    assert re.findall(r"<li>(.*)</li>", page) == [
+        "Version 3 has no live file.",
+        "No removed file is waiting for VACUUM: the log holds no tombstone.",
+        "The log has no checkpoint, so a reader replays all 4 commits; the log holds 4 files (2 KiB). 4 versions are "
+        "within the deleted-file retention and 4 within the log retention of 30 days.",
+        "No clustering columns: the table is neither liquid-clustered nor Z-ordered, so clustering overlap is not "
+        "measured.",
+        "No OPTIMIZE is in the retained log; no VACUUM is in the retained log.",
+    ]
+    assert '"y":["(table)"]' in page.replace(" ", "")  # the one bar of an unpartitioned table, with no file
+
+
 def test_without_plotly_the_page_is_one_line_naming_the_extra(tmp_path: Path) -> None:
     pickled = tmp_path / "health.pickle"
     pickled.write_bytes(pickle.dumps(table_health()))
@@ -351,7 +446,7 @@ class NoPlotly(importlib.abc.MetaPathFinder):
 
 sys.meta_path.insert(0, NoPlotly())
 from airflow_provider_deltalite.engine.errors import MissingDependency
-from airflow_provider_deltalite.report.health_page import write_health_page
+from airflow_provider_deltalite.report.health_page import health_page_html, write_health_page
 
 try:
     write_health_page(pickle.loads(open({str(pickled)!r}, "rb").read()), {str(target)!r})
