@@ -192,11 +192,13 @@ def open_page(browser: Browser, path: Path, charts: int) -> tuple[Page, list[str
     """The page at ``path`` once its ``charts`` charts are drawn, the URLs it asked for other than file: and data:
     (each aborted), and the errors its console logged (a Content-Security-Policy refusal among them)."""
     page = browser.new_page(viewport={"width": 1280, "height": 900})
+    routed: list[str] = []
     elsewhere: list[str] = []
     errors: list[str] = []
 
     def route(route: Any) -> None:
         url = route.request.url
+        routed.append(url)
         if url.startswith(("file://", "data:")):
             route.continue_()
         else:
@@ -208,6 +210,7 @@ def open_page(browser: Browser, path: Path, charts: int) -> tuple[Page, list[str
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.goto(path.as_uri())
     page.wait_for_function(f"document.querySelectorAll('.gtitle').length === {charts}")
+    assert routed[0] == path.as_uri(), routed  # every request goes through the route, the page's own first
     return page, elsewhere, errors
 
 
