@@ -176,6 +176,11 @@ def _layout(title: str, x_title: str, y_title: str, **more: Any) -> dict[str, An
     }
 
 
+def _count_ticks(largest: int) -> dict[str, Any]:
+    """An axis of file counts: whole numbers only (plotly would tick 0.5 steps up to 2)."""
+    return {"tickformat": ",d", "dtick": 1} if largest <= 5 else {"tickformat": ",d"}
+
+
 def _bucket_label(bucket: SizeBucket) -> str:
     if bucket.upper is None:
         return f"≥ {human_size(bucket.lower)}"
@@ -197,6 +202,7 @@ def _sizes_figure(go: Any, health: TableHealth) -> Any:
         marker={"color": SIZES_COLOUR},
     )
     layout = _layout("Files by size", "file size (log-scale buckets)", "files")
+    layout["yaxis"].update(_count_ticks(max(b.files for b in buckets)))
     return go.Figure(data=[bar], layout=layout)
 
 
@@ -252,6 +258,7 @@ def _small_files_figure(go: Any, health: TableHealth) -> Any:
         bargap=0.25,
         **_LEGEND_BELOW,
     )
+    layout["xaxis"].update(_count_ticks(max(p.files for p in shown)))
     return go.Figure(data=[files, small], layout=layout)
 
 
