@@ -24,6 +24,7 @@ from airflow_provider_deltalite.maintenance.health.metrics import PartitionHealt
 from airflow_provider_deltalite.report.health_text import (
     clustering_sentence,
     human_size,
+    live_partitions,
     partition_label,
     size_unit,
     summary_sentences,
@@ -206,9 +207,9 @@ def _sizes_figure(go: Any, health: TableHealth) -> Any:
     return go.Figure(data=[bar], layout=layout)
 
 
-def _small_files_partitions(health: TableHealth) -> list[PartitionHealth]:
+def _small_files_partitions(partitions: list[PartitionHealth]) -> list[PartitionHealth]:
     """The partitions with most small files (ties in partition order), most first; the table when unpartitioned."""
-    ranked = sorted(enumerate(health.partitions), key=lambda item: (-item[1].small_files, item[0]))
+    ranked = sorted(enumerate(partitions), key=lambda item: (-item[1].small_files, item[0]))
     return [partition for _, partition in ranked[:MAX_PARTITIONS]]
 
 
@@ -217,7 +218,8 @@ def _short(label: str) -> str:
 
 
 def _small_files_figure(go: Any, health: TableHealth) -> Any:
-    shown = _small_files_partitions(health)
+    live = live_partitions(health)
+    shown = _small_files_partitions(live)
     if not health.partition_columns and not shown:  # an empty unpartitioned table still gets its one bar
         shown = [PartitionHealth({}, 0, 0, 0, 0, 0, 0, 0, 0, 0, ())]
     shown.reverse()  # plotly draws the first category at the bottom
@@ -246,8 +248,8 @@ def _small_files_figure(go: Any, health: TableHealth) -> Any:
         **common,
     )
     title = "Small files per partition"
-    if len(health.partitions) > MAX_PARTITIONS:
-        title += f" (the {MAX_PARTITIONS} of {len(health.partitions):,} with most)"
+    if len(live) > MAX_PARTITIONS:
+        title += f" (the {MAX_PARTITIONS} of {len(live):,} with most)"
     height = max(360, 110 + 22 * len(shown))
     layout = _layout(
         title,

@@ -68,6 +68,11 @@ def partition_label(partition: PartitionHealth) -> str:
     )
 
 
+def live_partitions(health: TableHealth) -> list[PartitionHealth]:
+    """The partitions that hold live files (`TableHealth.partitions` also lists those only tombstones are left of)."""
+    return [partition for partition in health.partitions if partition.files]
+
+
 def summary_sentences(health: TableHealth) -> list[str]:
     """What is wrong with the table and what maintenance would reclaim, in a few plain sentences."""
     sentences = [_overview(health)]
@@ -91,7 +96,7 @@ def _overview(health: TableHealth) -> str:
     if health.files_without_stats:
         text += f" ({health.files_without_stats:,} files record no row count)"
     if health.partition_columns:
-        text += f", in {len(health.partitions):,} partitions of {', '.join(health.partition_columns)}"
+        text += f", in {len(live_partitions(health)):,} partitions of {', '.join(health.partition_columns)}"
     return text + "."
 
 
@@ -106,7 +111,7 @@ def _small_files(health: TableHealth) -> str:
     )
     if health.partition_columns:
         with_small = sum(1 for partition in health.partitions if partition.small_files)
-        text += f" (they sit in {with_small:,} of {len(health.partitions):,} partitions)"
+        text += f" (they sit in {with_small:,} of {len(live_partitions(health)):,} partitions)"
     return text + "."
 
 

@@ -76,7 +76,8 @@ def histogram(files: list[int]) -> tuple[SizeBucket, ...]:
 
 
 def table_health(**fields: Any) -> TableHealth:
-    """A table that needs everything: 35 partitions full of small files (one named to inject HTML), deletion
+    """A table that needs everything: 35 partitions full of small files (one named to inject HTML; a 36th holds
+    no live file), deletion
     vectors, liquid clustering, tombstones that free over five days, a lagging checkpoint. ``fields`` override."""
     # partition pNN holds NN small files; p06 is the null partition and p35 the one whose value is HTML
     values: list[str | None] = [f"p{d:02d}" for d in range(1, 36)]
@@ -121,7 +122,10 @@ def table_health(**fields: Any) -> TableHealth:
         ),
         "log": LogHealth(42, 40, 2, 10, 50, 3 * MIB + 512 * KIB, 720, 0, 43, 12),
         "last_runs": LastRuns(30, NOW - 12 * HOUR - HOUR // 2, 12.5, 20, NOW - 50 * HOUR, 50.0, ()),
-        "partitions": tuple(partition({"date": value}, 40, d) for d, value in enumerate(values, start=1)),
+        "partitions": (
+            partition({"date": "p00"}, 0, 0),  # only tombstones are left of it: not a partition of the live table
+            *(partition({"date": value}, 40, d) for d, value in enumerate(values, start=1)),
+        ),
     }
     return TableHealth(**{**base, **fields})
 
@@ -176,7 +180,11 @@ def healthy_health() -> TableHealth:
         tombstones=Tombstones(168, 0, 0, 0, 0, 0, None, None, ()),
         log=LogHealth(12, 12, 0, 10, 14, 40 * KIB, 720, 0, 13, 3),
         last_runs=LastRuns(11, NOW - 2 * HOUR, 2.0, 12, NOW - HOUR // 2, 0.5, ("id",)),
-        partitions=(partition({"date": "2026-11-24"}, 2, 0), partition({"date": "2026-11-25"}, 2, 0)),
+        partitions=(
+            partition({"date": "2026-11-23"}, 0, 0),  # its files removed, its tombstones vacuumed from the log since
+            partition({"date": "2026-11-24"}, 2, 0),
+            partition({"date": "2026-11-25"}, 2, 0),
+        ),
     )
 
 
