@@ -55,6 +55,11 @@ def utc_time(epoch_ms: int) -> str:
     return datetime.fromtimestamp(epoch_ms / 1000, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
+def count(number: int, noun: str) -> str:
+    """``1 file``, ``2 files``, ``1,024 files``: a count and its noun (a regular plural)."""
+    return f"{number:,} {noun}" if number == 1 else f"{number:,} {noun}s"
+
+
 def percent(share: float) -> str:
     return f"{share * 100:.1f}%"
 
@@ -90,13 +95,13 @@ def _overview(health: TableHealth) -> str:
     if not health.files:
         return f"Version {health.version} has no live file."
     text = (
-        f"Version {health.version} has {health.files:,} live files holding {human_size(health.bytes)} and "
-        f"{health.rows:,} rows"
+        f"Version {health.version} has {count(health.files, 'live file')} holding {human_size(health.bytes)} and "
+        f"{count(health.rows, 'row')}"
     )
     if health.files_without_stats:
-        text += f" ({health.files_without_stats:,} files record no row count)"
+        text += f" ({count(health.files_without_stats, 'file')} without a row count)"
     if health.partition_columns:
-        text += f", in {len(live_partitions(health)):,} partitions of {', '.join(health.partition_columns)}"
+        text += f", in {count(len(live_partitions(health)), 'partition')} of {', '.join(health.partition_columns)}"
     return text + "."
 
 
@@ -105,23 +110,22 @@ def _small_files(health: TableHealth) -> str:
     if not health.small_files:
         return f"No file is smaller than the minimum file size of {minimum}."
     text = (
-        f"{health.small_files:,} of {health.files:,} files ({percent(health.small_file_share)}) are smaller than the "
-        f"minimum file size of {minimum}; together they hold {human_size(health.small_bytes)}, which OPTIMIZE can "
-        "compact"
+        f"{health.small_files:,} of {count(health.files, 'file')} ({percent(health.small_file_share)}) "
+        f"{'is' if health.small_files == 1 else 'are'} smaller than the minimum file size of {minimum}"
     )
     if health.partition_columns:
         with_small = sum(1 for partition in health.partitions if partition.small_files)
-        text += f" (they sit in {with_small:,} of {len(live_partitions(health)):,} partitions)"
-    return text + "."
+        text += f", in {with_small:,} of {count(len(live_partitions(health)), 'partition')}"
+    return text + f"; they hold {human_size(health.small_bytes)}, which OPTIMIZE can compact."
 
 
 def _deleted_rows(health: TableHealth) -> str:
     if not health.deleted_rows:
         return "No row is deleted by a deletion vector."
     return (
-        f"Deletion vectors mark {health.deleted_rows:,} of {health.rows:,} rows as deleted "
-        f"({percent(health.deleted_row_share)}) in {health.files_with_deletion_vectors:,} files; purging them would "
-        "rewrite those files without the deleted rows."
+        f"Deletion vectors mark {health.deleted_rows:,} of {count(health.rows, 'row')} as deleted "
+        f"({percent(health.deleted_row_share)}) in {count(health.files_with_deletion_vectors, 'file')}; purging them "
+        "would rewrite those files without the deleted rows."
     )
 
 
@@ -130,36 +134,39 @@ def _tombstones(tombstones: Tombstones) -> str:
         return "No removed file is waiting for VACUUM: the log holds no tombstone."
     retention = human_hours(tombstones.retention_hours)
     text = (
-        f"{tombstones.files:,} removed files ({human_size(tombstones.bytes)}) are held only by tombstones: VACUUM "
-        f"would reclaim {human_size(tombstones.reclaimable_bytes)} ({tombstones.reclaimable_files:,} files) now"
+        f"{count(tombstones.files, 'removed file')} ({human_size(tombstones.bytes)}) "
+        f"{'is' if tombstones.files == 1 else 'are'} held only by tombstones: VACUUM would reclaim "
+        f"{human_size(tombstones.reclaimable_bytes)} ({count(tombstones.reclaimable_files, 'file')}) now"
     )
     later_files = tombstones.files - tombstones.reclaimable_files
     first, last = tombstones.next_reclaimable_at, tombstones.all_reclaimable_at
     if later_files and first is not None and last is not None:
-        later = f"and the other {human_size(tombstones.bytes - tombstones.reclaimable_bytes)} ({later_files:,} files)"
+        later_bytes = human_size(tombstones.bytes - tombstones.reclaimable_bytes)
+        later = f"and the other {later_bytes} ({count(later_files, 'file')})"
         if first == last:
             text += f", {later} when they pass the retention of {retention}, on {utc_time(first)}"
         else:
             text += f", {later} as they pass the retention of {retention}, from {utc_time(first)} to {utc_time(last)}"
     if tombstones.files_without_size:
-        text += f" ({tombstones.files_without_size:,} tombstones record no size and count as no bytes)"
+        text += f" ({count(tombstones.files_without_size, 'tombstone')} without a size, counted as no bytes)"
     return text + "."
 
 
 def _log(health: TableHealth) -> str:
     log = health.log
-    held = f"the log holds {log.log_files:,} files ({human_size(log.log_bytes)})"
+    held = f"the log holds {count(log.log_files, 'file')} ({human_size(log.log_bytes)})"
     if log.last_checkpoint_version is None:
-        text = f"The log has no checkpoint, so a reader replays all {log.commits_since_checkpoint:,} commits; {held}"
+        text = f"The log has no checkpoint, so a reader replays {count(log.commits_since_checkpoint, 'commit')}; {held}"
     elif not log.commits_since_checkpoint:
         text = f"The newest version has a checkpoint; {held}"
     else:
         text = (
-            f"{log.commits_since_checkpoint:,} commits since the last checkpoint (version "
-            f"{log.last_checkpoint_version:,}; one is due every {log.checkpoint_interval:,} commits); {held}"
+            f"{count(log.commits_since_checkpoint, 'commit')} since the last checkpoint (version "
+            f"{log.last_checkpoint_version:,}; one is due every {count(log.checkpoint_interval, 'commit')}); {held}"
         )
     return (
-        f"{text}. {log.versions_in_file_retention:,} versions are within the deleted-file retention and "
+        f"{text}. {count(log.versions_in_file_retention, 'version')} "
+        f"{'is' if log.versions_in_file_retention == 1 else 'are'} within the deleted-file retention, and "
         f"{log.versions_in_log_retention:,} within the log retention of {human_hours(log.log_retention_hours)}."
     )
 

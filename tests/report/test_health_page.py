@@ -308,15 +308,15 @@ def test_the_page_of_a_table_that_needs_everything(browser: Browser, tmp_path: P
     ]
     assert texts(page, ".summary li") == [
         "Version 42 has 1,400 live files holding 700 GiB and 9,876,543 rows, in 35 partitions of date.",
-        "630 of 1,400 files (45.0%) are smaller than the minimum file size of 128 MiB; together they hold 630 MiB, "
-        "which OPTIMIZE can compact (they sit in 35 of 35 partitions).",
+        "630 of 1,400 files (45.0%) are smaller than the minimum file size of 128 MiB, in 35 of 35 partitions; they "
+        "hold 630 MiB, which OPTIMIZE can compact.",
         "Deletion vectors mark 98,765 of 9,876,543 rows as deleted (1.0%) in 12 files; purging them would rewrite "
         "those files without the deleted rows.",
         "20 removed files (500 MiB) are held only by tombstones: VACUUM would reclaim 300 MiB (12 files) now, and "
         "the other 200 MiB (8 files) as they pass the retention of 7 days, from 2026-11-25 19:30 UTC to "
-        "2026-11-29 07:00 UTC (2 tombstones record no size and count as no bytes).",
+        "2026-11-29 07:00 UTC (2 tombstones without a size, counted as no bytes).",
         "2 commits since the last checkpoint (version 40; one is due every 10 commits); the log holds 50 files "
-        "(3.5 MiB). 12 versions are within the deleted-file retention and 43 within the log retention of 30 days.",
+        "(3.5 MiB). 12 versions are within the deleted-file retention, and 43 within the log retention of 30 days.",
         "Clustering on the table's clustering columns (user_id, ts): a point query on user_id reads 3.25 files "
         "(average overlap depth 2.50, at most 6); a point query on ts reads 1.00 files (average overlap depth 1.00, "
         "at most 1).",
@@ -365,8 +365,8 @@ def test_the_page_of_an_unclustered_table(browser: Browser, tmp_path: Path) -> N
         "No file is smaller than the minimum file size of 1 GiB.",
         "No row is deleted by a deletion vector.",
         "3 removed files (1.5 GiB) are held only by tombstones: VACUUM would reclaim 1.5 GiB (3 files) now.",
-        "The log has no checkpoint, so a reader replays all 8 commits; the log holds 8 files (20 KiB). 8 versions "
-        "are within the deleted-file retention and 8 within the log retention of 30 days.",
+        "The log has no checkpoint, so a reader replays 8 commits; the log holds 8 files (20 KiB). 8 versions are "
+        "within the deleted-file retention, and 8 within the log retention of 30 days.",
         no_clustering,
         "No OPTIMIZE is in the retained log; no VACUUM is in the retained log.",
     ]
@@ -395,7 +395,7 @@ def test_the_page_of_a_table_that_needs_nothing(browser: Browser, tmp_path: Path
         "No row is deleted by a deletion vector.",
         "No removed file is waiting for VACUUM: the log holds no tombstone.",
         "The newest version has a checkpoint; the log holds 14 files (40 KiB). 3 versions are within the "
-        "deleted-file retention and 13 within the log retention of 30 days.",
+        "deleted-file retention, and 13 within the log retention of 30 days.",
         "Clustering on the columns of the newest Z-order (id): a point query on id reads 1.00 files (average overlap "
         "depth 1.00, at most 1).",
         "The last OPTIMIZE ran 2 hours ago (version 11); the last VACUUM 30 minutes ago (version 12).",
@@ -408,7 +408,7 @@ def test_the_page_of_a_table_that_needs_nothing(browser: Browser, tmp_path: Path
 def test_the_page_of_an_empty_table_says_so() -> None:
     empty = table_health(
         table_uri="/data/tables/empty",
-        version=3,
+        version=0,
         partition_columns=(),
         files=0,
         bytes=0,
@@ -424,16 +424,16 @@ def test_the_page_of_an_empty_table_says_so() -> None:
         clustering_source=None,
         clustering=(),
         tombstones=Tombstones(168, 0, 0, 0, 0, 0, None, None, ()),
-        log=LogHealth(3, None, 4, 10, 4, 2 * KIB, 720, 0, 4, 4),
+        log=LogHealth(0, None, 1, 10, 1, 2 * KIB, 720, 0, 1, 1),
         last_runs=LastRuns(None, None, None, None, None, None, ()),
         partitions=(),
     )
     page = health_page_html(empty)
     assert re.findall(r"<li>(.*)</li>", page) == [
-        "Version 3 has no live file.",
+        "Version 0 has no live file.",
         "No removed file is waiting for VACUUM: the log holds no tombstone.",
-        "The log has no checkpoint, so a reader replays all 4 commits; the log holds 4 files (2 KiB). 4 versions are "
-        "within the deleted-file retention and 4 within the log retention of 30 days.",
+        "The log has no checkpoint, so a reader replays 1 commit; the log holds 1 file (2 KiB). 1 version is within "
+        "the deleted-file retention, and 1 within the log retention of 30 days.",
         "No clustering columns: the table is neither liquid-clustered nor Z-ordered, so clustering overlap is not "
         "measured.",
         "No OPTIMIZE is in the retained log; no VACUUM is in the retained log.",
