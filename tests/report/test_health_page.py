@@ -36,6 +36,7 @@ from airflow_provider_deltalite.maintenance.health.metrics import (
 )
 from airflow_provider_deltalite.report.health_page import health_page_html, write_health_page
 
+CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -190,8 +191,9 @@ def healthy_health() -> TableHealth:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
+    assert Path(CHROMIUM).is_file(), f"{CHROMIUM} is missing: `make chromium` installs Debian's chromium package"
     with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield chromium
         chromium.close()
 
