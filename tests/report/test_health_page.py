@@ -292,7 +292,10 @@ def colour_counts(shot: tuple[int, int, bytes], box: Any, colours: list[tuple[in
 
 def test_the_page_of_a_table_that_needs_everything(browser: Browser, tmp_path: Path) -> None:
     path = tmp_path / "health.html"
-    write_health_page(table_health(), str(path))
+    path.write_text("an older page")
+    write_health_page(table_health(), str(path))  # replaces it whole, and leaves no temporary file beside it
+    assert [p.name for p in tmp_path.iterdir()] == ["health.html"]
+    assert path.stat().st_mode & 0o777 == 0o644
     source = path.read_text(encoding="utf-8")
     for secret in ("AKIAEXAMPLE", "hunter2", "sig=abc", "<script src"):
         assert secret not in source
