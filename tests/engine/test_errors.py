@@ -30,6 +30,7 @@ EXTRA: dict[str, dict[str, Any]] = {
     "ConcurrentModification": {"winning_version": 7, "winning_operation": "OPTIMIZE"},
     "LogGap": {"since": 3, "oldest_available": 10},
     "TableRecreated": {"since": 12, "latest": 2, "table_id": "5f0c"},
+    "MissingDependency": {"package": "plotly", "extra": "html"},
 }
 
 ERROR_CLASSES = sorted(
