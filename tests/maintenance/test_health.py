@@ -226,3 +226,19 @@ def test_a_healthy_delta_rs_table_with_a_checkpoint_needs_nothing(tmp_path: Path
     assert (h.clustering_columns, h.clustering_source, h.clustering) == ((), None, ())
     assert (h.last_runs.optimize_version, h.last_runs.vacuum_version, h.last_runs.zorder_columns) == (None, None, ())
     assert [(p.partition_values, p.files, p.rows) for p in h.partitions] == [({"p": "x"}, 3, 150), ({"p": "y"}, 3, 150)]
+
+
+def test_rows_come_from_numrecords_wherever_the_writer_put_it(tmp_path: Path) -> None:
+    t = tmp_path / "records"
+    files = [
+        add("first", MIB, None, '{"numRecords":5,"minValues":{"id":1},"maxValues":{"id":9},"nullCount":{"id":0}}'),
+        add("last", MIB, None, '{"minValues":{"id":1},"maxValues":{"id":9},"nullCount":{"id":0},"numRecords":7}'),
+        add("spaced", MIB, None, '{ "numRecords" : 11 }'),
+        add("none", MIB),
+        add("broken", MIB, None, '{"minValues": oops'),
+    ]
+    commit(t, 0, [protocol(), metadata([field("id", "long")]), *files], NOW)
+    h = table_health(DeltaTable(str(t)), now=NOW)
+    assert (h.files, h.rows, h.files_without_stats) == (5, 23, 2)
+    with_columns = table_health(DeltaTable(str(t)), columns=["id"], now=NOW)
+    assert (with_columns.rows, with_columns.files_without_stats) == (23, 2)

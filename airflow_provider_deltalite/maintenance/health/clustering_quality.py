@@ -53,22 +53,22 @@ def group_clustering(mins: pa.Array, maxs: pa.Array, groups: np.ndarray, n_group
     lo_sorted = np.sort(lo)
     hi_sorted = np.sort(hi)
 
-    def covering(keys: np.ndarray) -> np.ndarray:  # files with lo <= k <= hi
+    def covering(keys: np.ndarray) -> np.ndarray:  # files with lo <= k <= hi; sorted keys keep the searches local
         return np.searchsorted(lo_sorted, keys, side="right") - np.searchsorted(hi_sorted, keys, side="left")
 
     files_with_stats = np.bincount(g, minlength=n_groups).astype(np.int64)
-    point_query_sum = np.bincount(g, weights=covering(lo), minlength=n_groups)
+    # a key's group is key // stride: the sorted mins stand for the files, in another order
+    point_query_sum = np.bincount(lo_sorted // stride, weights=covering(lo_sorted), minlength=n_groups)
 
     # elementary intervals [u_j, u_j+1] between consecutive distinct bounds: files with lo <= u_j < hi cover it
-    bounds = np.unique(np.concatenate((lo, hi)))
-    open_depth = np.searchsorted(lo_sorted, bounds[:-1], side="right") - np.searchsorted(
-        hi_sorted, bounds[:-1], side="right"
-    )
+    bounds = _distinct_sorted(np.concatenate((lo_sorted, hi_sorted)))
+    starts = bounds[:-1]
+    open_depth = np.searchsorted(lo_sorted, starts, side="right") - np.searchsorted(hi_sorted, starts, side="right")
     covered = open_depth > 0
     interval_depth = open_depth[covered]
-    interval_group = bounds[:-1][covered] // stride
+    interval_group = starts[covered] // stride
     # a file whose min equals its max covers one point, an interval of its own, as deep as the files holding it
-    points = np.unique(lo[lo == hi])
+    points = _distinct_sorted(lo[lo == hi])
     point_depth = covering(points)
     depth = np.concatenate((interval_depth, point_depth)).astype(np.int64)
     depth_group = np.concatenate((interval_group, points // stride)).astype(np.int64)
@@ -77,3 +77,14 @@ def group_clustering(mins: pa.Array, maxs: pa.Array, groups: np.ndarray, n_group
     max_depth = np.zeros(n_groups, np.int64)
     np.maximum.at(max_depth, depth_group, depth)
     return GroupClustering(files_with_stats, point_query_sum, depth_sum, intervals, max_depth)
+
+
+def _distinct_sorted(values: np.ndarray) -> np.ndarray:
+    """The distinct values, sorted (a stable sort merges the two sorted runs it is given in linear time)."""
+    ordered = np.sort(values, kind="stable")
+    if not len(ordered):
+        return ordered
+    keep = np.empty(len(ordered), bool)
+    keep[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    return ordered[keep]
