@@ -10,7 +10,19 @@ import pytest
 from airflow_provider_deltalite.engine.errors import InvalidArgument
 from airflow_provider_deltalite.maintenance.health import SIZE_BUCKET_EDGES, ColumnClustering, table_health
 from airflow_provider_deltalite.table import DeltaTable
-from tests.maintenance.health_tables import HOUR, MIB, add, commit, field, info, metadata, protocol, remove, stats
+from tests.maintenance.health_tables import (
+    HOUR,
+    MIB,
+    add,
+    commit,
+    deletion_vector,
+    field,
+    info,
+    metadata,
+    protocol,
+    remove,
+    stats,
+)
 
 NOW = int(datetime(2024, 3, 10, 12, tzinfo=UTC).timestamp() * 1000)
 D1, D2, GONE = {"date": "2024-01-01"}, {"date": "2024-01-02"}, {"date": "2023-12-31"}
@@ -242,3 +254,22 @@ def test_rows_come_from_numrecords_wherever_the_writer_put_it(tmp_path: Path) ->
     assert (h.files, h.rows, h.files_without_stats) == (5, 23, 2)
     with_columns = table_health(DeltaTable(str(t)), columns=["id"], now=NOW)
     assert (with_columns.rows, with_columns.files_without_stats) == (23, 2)
+
+
+def test_a_file_removed_under_several_deletion_vectors_is_one_tombstone(tmp_path: Path) -> None:
+    """Replay keeps a remove per (path, DV); the file's bytes count once, its newest deletion time decides."""
+    t = tmp_path / "dvs"
+    dv = ["deletionVectors"]
+    first, second = deletion_vector(3, "aaaaaaaaaaaaaaaaaaaa"), deletion_vector(5, "bbbbbbbbbbbbbbbbbbbb")
+    x = add("x", 10 * MIB, None, stats(20))
+    commit(t, 0, [protocol(dv, dv), metadata([field("id", "long")]), x, add("y", MIB, None, stats(1))], NOW)
+    commit(t, 1, [remove("x", 10 * MIB, NOW - 300 * HOUR), {"add": {**x["add"], "deletionVector": first}}], NOW)
+    commit(
+        t, 2, [remove("x", 10 * MIB, NOW - 200 * HOUR, dv=first), {"add": {**x["add"], "deletionVector": second}}], NOW
+    )
+    commit(t, 3, [remove("x", 10 * MIB, NOW - 2 * HOUR, dv=second)], NOW)
+    h = table_health(DeltaTable(str(t)), now=NOW)
+    assert (h.files, h.deleted_rows, h.files_with_deletion_vectors) == (1, 0, 0)
+    ts = h.tombstones
+    assert (ts.files, ts.bytes, ts.reclaimable_files) == (1, 10 * MIB, 0)
+    assert (ts.next_reclaimable_at, ts.all_reclaimable_at) == (NOW + 166 * HOUR, NOW + 166 * HOUR)
