@@ -43,9 +43,7 @@ def group_clustering(mins: pa.Array, maxs: pa.Array, groups: np.ndarray, n_group
     lo_values, hi_values = mins.filter(keep), maxs.filter(keep)
     g = np.asarray(groups, np.int64)[valid]
     n = len(lo_values)
-    ranks = pc.rank(pa.concat_arrays([lo_values, hi_values.cast(lo_values.type)]), tiebreaker="dense")
-    ranks_np = ranks.to_numpy(zero_copy_only=False).astype(np.int64)
-    stride = int(ranks_np.max()) + 1
+    ranks_np, stride = _ordered_keys(pa.concat_arrays([lo_values, hi_values.cast(lo_values.type)]), n_groups)
     lo = g * stride + ranks_np[:n]
     hi = g * stride + ranks_np[n:]
     # a max below its min (a writer's bug) would count negatively: treat the file as the point of its min
@@ -77,6 +75,32 @@ def group_clustering(mins: pa.Array, maxs: pa.Array, groups: np.ndarray, n_group
     max_depth = np.zeros(n_groups, np.int64)
     np.maximum.at(max_depth, depth_group, depth)
     return GroupClustering(files_with_stats, point_query_sum, depth_sum, intervals, max_depth)
+
+
+_INT_TYPES = (pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(), pa.uint32(), pa.date32())
+_KEY_LIMIT = 1 << 62  # group * stride + key must stay inside int64
+
+
+def _ordered_keys(values: pa.Array, n_groups: int) -> tuple[np.ndarray, int]:
+    """Non-negative int64 keys in the order of ``values`` (no nulls), and a stride above every key such that
+    ``n_groups * stride`` fits in int64. Whole numbers and dates are their own keys (shifted to 0) when their span
+    allows; strings are ranked through their dictionary (one hash pass, then a sort of the distinct values only);
+    anything else is ranked directly."""
+    kind = values.type
+    if kind in _INT_TYPES or pa.types.is_timestamp(kind):
+        whole = values.cast(pa.int32()) if kind == pa.date32() else values  # no direct date32 -> int64 cast
+        ints = whole.cast(pa.int64()).to_numpy(zero_copy_only=False)
+        low = int(ints.min())
+        span = int(ints.max()) - low + 1
+        if (span + 1) * n_groups < _KEY_LIMIT:
+            return ints - low, span + 1
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_binary(kind):
+        encoded = pc.dictionary_encode(values)
+        dictionary_ranks = pc.rank(encoded.dictionary, tiebreaker="dense").to_numpy(zero_copy_only=False)
+        keys = dictionary_ranks.astype(np.int64)[encoded.indices.to_numpy(zero_copy_only=False)]
+    else:
+        keys = pc.rank(values, tiebreaker="dense").to_numpy(zero_copy_only=False).astype(np.int64)
+    return keys, int(keys.max()) + 1
 
 
 def _distinct_sorted(values: np.ndarray) -> np.ndarray:
