@@ -311,3 +311,13 @@ def test_partitions_do_not_mix_and_missing_bounds_are_left_out() -> None:
     assert sums.point_query_sum.tolist() == [3, 3]  # group 0: 1 + 2; group 1: 1 + 2
     # group 0: [1,2]=1 [2,3]=2 [3,4]=1; group 1: [2,3]=1 [3,4]=1 and the point 3 held by both
     assert (sums.depth_sum.tolist(), sums.intervals.tolist(), sums.max_depth.tolist()) == ([4, 4], [3, 3], [2, 2])
+
+
+def test_an_empty_partitioned_table(tmp_path: Path) -> None:
+    t = tmp_path / "empty"
+    commit(t, 0, [protocol(), metadata([field("p", "string"), field("id", "long")], ["p"])], NOW - HOUR)
+    h = table_health(DeltaTable(str(t)), columns=["id"], now=NOW)
+    assert (h.files, h.bytes, h.rows, h.small_file_share, h.deleted_row_share, h.partitions) == (0, 0, 0, 0.0, 0.0, ())
+    assert h.clustering == (ColumnClustering("id", 0, 0, None, None, None),)
+    assert sum(b.files for b in h.size_histogram) == 0
+    assert (h.tombstones.files, h.log.commits_since_checkpoint, h.log.versions_in_file_retention) == (0, 1, 1)
