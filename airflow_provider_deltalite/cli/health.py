@@ -79,12 +79,12 @@ def health_lines(h: TableHealth) -> list[str]:
         + f"; retention {ts.retention_hours:g} h",
         "log         "
         + (
-            f"{log.commits_since_checkpoint:,} commits since checkpoint {log.last_checkpoint_version}"
+            f"{_count(log.commits_since_checkpoint, 'commit')} since checkpoint {log.last_checkpoint_version}"
             if log.last_checkpoint_version is not None
-            else f"{log.commits_since_checkpoint:,} commits, no checkpoint"
+            else f"{_count(log.commits_since_checkpoint, 'commit')}, no checkpoint"
         )
         + f" (every {log.checkpoint_interval}); {_count(log.log_files, 'file')} ({human_size(log.log_bytes)}); "
-        f"{log.versions_in_log_retention:,} versions in the {log.log_retention_hours:g} h log retention, "
+        f"{_count(log.versions_in_log_retention, 'version')} in the {log.log_retention_hours:g} h log retention, "
         f"{log.versions_in_file_retention:,} in the {ts.retention_hours:g} h file retention",
         f"optimize    {_last(runs.optimize_version, runs.hours_since_optimize)}",
         f"vacuum      {_last(runs.vacuum_version, runs.hours_since_vacuum)}",
