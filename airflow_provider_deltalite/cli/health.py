@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -46,9 +45,10 @@ def cmd_health(args: argparse.Namespace) -> None:
     table = open_table(args)
     health = table.health(snapshot=table.snapshot(), columns=columns, min_file_size=args.min_file_size)
     if args.html:
-        # by name: the page module is written beside this one (report/health_page.py) and loads its plotting library
-        page = importlib.import_module("airflow_provider_deltalite.report.health_page")
-        page.write_health_page(health, args.html)
+        # only here: the page loads its plotting library
+        from airflow_provider_deltalite.report.health_page import write_health_page
+
+        write_health_page(health, args.html)
     if args.json:
         return print_json(health.to_dict())
     for line in health_lines(health):
