@@ -221,7 +221,10 @@ def protected_files(snapshot: Snapshot, horizon_ms: int) -> ProtectedFiles:
         live_paths, live_others = _referenced(storage, snapshot.raw_files)
         kept_paths, kept_others = _referenced(storage, kept)
         live = frozenset(live_paths)
-        paths = live.union(live_others, kept_paths, kept_others)
+        del live_paths
+        # one set for both when the tombstones protect nothing more (a set of a million paths is tens of MB)
+        extra = [p for p in (*live_others, *kept_paths, *kept_others) if p not in live]
+        paths = live.union(extra) if extra else live
     except CorruptLog as exc:
         raise CorruptLog(exc.problem, snapshot.table_uri) from None
     return ProtectedFiles(paths, live, tombstones.num_rows - kept.num_rows)
