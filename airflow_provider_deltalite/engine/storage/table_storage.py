@@ -123,36 +123,32 @@ class Storage:
                     f"{scheme or 'file'}:// location",
                     self.table_uri,
                 )
-            self.fs = filesystem
+            fs = filesystem
             root = filesystem._strip_protocol(self.table_uri)
         elif scheme in LOCAL_SCHEMES:
             # every local operation is a system call: no fsspec filesystem (nor its import) unless `fs` is asked for
-            self.root = local_path(self.table_uri)
-            self.protocol = "file"
-            self.protocols: tuple[str, ...] = ("file", "local")
-            self.backend: StorageBackend = LocalBackend(
-                None, self.retry_policy, LocalBackend.filesystem_options(options)
-            )
-            return
+            fs, root = None, local_path(self.table_uri)
         else:
             import fsspec
 
             fs_options = backend_class(scheme).filesystem_options(options)
             try:
-                self.fs, root = fsspec.core.url_to_fs(self.table_uri, **fs_options)
+                fs, root = fsspec.core.url_to_fs(self.table_uri, **fs_options)
             except (ImportError, ValueError) as exc:
                 raise StorageError(f"cannot open storage: {type(exc).__name__}: {exc}", self.table_uri) from None
         self.root = root.rstrip("/") or "/"
-        self.protocols = protocols_of(self.fs)
+        self.protocols = protocols_of(fs) if fs is not None else ("file", "local")
         self.protocol = self.protocols[0]
-        self.backend = backend_for(self.fs, self.retry_policy)
+        self.backend: StorageBackend = (
+            backend_for(fs, self.retry_policy)
+            if fs is not None
+            else LocalBackend(None, self.retry_policy, LocalBackend.filesystem_options(options))
+        )
 
-    def __getattr__(self, name: str) -> Any:
-        # `fs` of a local table, built on first use (only attributes not set in __init__ get here)
-        if name == "fs" and isinstance(self.__dict__.get("backend"), LocalBackend):
-            self.fs = self.backend.fs
-            return self.fs
-        raise AttributeError(name)
+    @property
+    def fs(self) -> Any:
+        """The store's fsspec filesystem (a local table's is built on first use: its own operations need none)."""
+        return self.backend.fs
 
     # The fsspec filesystem holds sockets and event loops; Spark ships Storage to executors, so rebuild it there.
     def __getstate__(self) -> dict[str, Any]:
