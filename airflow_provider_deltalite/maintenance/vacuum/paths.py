@@ -213,6 +213,9 @@ def protected_files(snapshot: Snapshot, horizon_ms: int) -> ProtectedFiles:
     when in doubt, the file is kept).
     """
     storage = snapshot.storage
+    # The sets below are Python objects, which cannot reuse the pages the Arrow pool freed during log replay: hand
+    # those back first (a million-file table: ~100 MB less at the peak).
+    pa.default_memory_pool().release_unused()
     tombstones = snapshot.tombstones
     stamps = tombstones.column("deletionTimestamp")
     keep = pc.fill_null(pc.greater_equal(stamps, pa.scalar(horizon_ms, pa.int64())), True)
