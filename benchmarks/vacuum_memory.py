@@ -14,14 +14,16 @@ run alone (VmHWM after a reset once the imports are done).
 
 Target: deltalite's peak RSS <= 1 GiB for both runs.
 
-Where the memory goes (1M files, RSS read between the phases): 83 MB after the imports; ~500-570 MB once the
-snapshot is loaded (the live files and tombstones as Arrow tables, ~180 MB, plus ~100 MB of pages the Arrow pool
-freed during the checkpoint decode and keeps); the protected paths share one set with the live paths and the listing
-holds the protected path strings themselves (no per-name copies), and the pool's freed pages are handed back before
-the listing, so the listing adds ~30 MB and the plan ~30 MB; the dry run's peak (~720 MB) is its result, a dict per
-file to delete (500k). Before these changes (a second set of the live paths, names copied per directory for the
-listing and the listing's own copy of every path, the Arrow pool's freed pages kept) runs measured 800-1,080 MB,
-varying with how glibc's per-thread arenas kept what the listing threads freed.
+Where the memory goes (1M files, RSS read between the phases, real run): 83 MB after the imports; ~500 MB once the
+snapshot is loaded (the live files and tombstones as Arrow tables, ~180 MB, and pages the Arrow pool freed during
+the checkpoint decode); the pool's freed pages are handed back before the protected paths are built (Python sets
+cannot reuse them), and the protected paths share one set with the live paths: ~560 MB; the listing holds the
+protected path strings themselves (no per-name copies): ~600 MB; the plan: ~630 MB, the peak of the real run. The dry
+run peaks at ~715 MB when it builds its result, a dict per file to delete (500k). Before these changes (a second set
+of the live paths, names copied per directory for the listing and the listing's own copy of every path, the pool's
+freed pages kept) runs measured 800-1,080 MB, varying with how glibc's per-thread arenas kept what the listing threads
+freed; after them, repeated runs measured 709-726 MB (dry) and 624-722 MB (real; 624-628 MB once the pages are handed
+back before the protected sets, not only before the listing).
 
 Run:  .venv/bin/python benchmarks/vacuum_memory.py [--files 1000000] [--regenerate] [--skip-deltars]
 Results: a printed table and benchmarks/results/vacuum_memory.json.
