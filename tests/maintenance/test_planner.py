@@ -29,6 +29,7 @@ from airflow_provider_deltalite.maintenance.planner import (
     PlannedAction,
     Reason,
     decide,
+    plan_maintenance,
     run_plan,
 )
 from airflow_provider_deltalite.maintenance.planner.where import logical_names, partitions_predicate
@@ -140,6 +141,8 @@ def test_small_files_and_deletion_vectors_give_compaction_and_purge_per_partitio
         "retention_hours": 168.0,
     }
     assert MaintenancePlan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan
+    # the same plan with the table's measured health (one snapshot load)
+    assert plan_maintenance(table, POLICY, now=NOW) == plan
 
 
 def test_the_budget_defers_the_least_useful_partitions(tmp_path: Path) -> None:
@@ -571,10 +574,8 @@ def test_run_plan_runs_the_actions_in_order_and_keeps_every_row(tmp_path: Path) 
     rows = _rows(path)
     table = Table(str(path))
     snapshot = table.snapshot()
-    now = int(time.time() * 1000)
-    health = make_health(table.uri, 8, reclaimable=(1, removed_size), commits_since_checkpoint=9)
     policy = MaintenancePolicy(target_file_size=MIB, max_commits_since_checkpoint=5)
-    plan = decide(health, snapshot, policy, now)
+    plan = plan_maintenance(table, policy, snapshot=snapshot)
     assert [(a.operation, a.partitions) for a in plan.actions] == [
         ("optimize", ({"p": "a"},)),
         ("vacuum", ()),
@@ -583,6 +584,8 @@ def test_run_plan_runs_the_actions_in_order_and_keeps_every_row(tmp_path: Path) 
     a_files = [p for p in (path / "p=a").iterdir()]
     assert plan.actions[0].estimate.files_removed == 6 and plan.actions[0].estimate.files_added == 1
     assert plan.actions[0].estimate.bytes_read == sum(p.stat().st_size for p in a_files)
+    assert plan.actions[1].estimate == Estimate(files_deleted=1)  # the tombstone of ten days ago
+    assert plan.actions[2].reasons[0].value == 9  # versions 0-8, no checkpoint
     started: list[str] = []
     run = run_plan(table, MaintenancePlan.from_dict(plan.to_dict()), on_action=lambda a: started.append(a.operation))
     assert started == [a.operation for a in run.actions] == ["optimize", "vacuum", "checkpoint"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from airflow_provider_deltalite.maintenance.health.compute import table_health
 from airflow_provider_deltalite.maintenance.planner.decide import decide
 from airflow_provider_deltalite.maintenance.planner.plan import (
     OPERATIONS,
@@ -76,8 +77,9 @@ def plan_maintenance(
     """
     snapshot = table.planning_snapshot(snapshot)
     now = int(time.time() * 1000) if now is None else now
+    policy = policy or MaintenancePolicy()
     if health is None:
-        from airflow_provider_deltalite.maintenance.health.compute import table_health  # type: ignore[import-not-found]
-
-        health = table_health(table, snapshot=snapshot, now=now)
-    return decide(health, snapshot, policy or MaintenancePolicy(), now)
+        # small files and clustering measured as the policy sees them: its minimum size, its Z-order columns
+        columns = list(policy.zorder_columns) if policy.zorder_columns else None
+        health = table_health(table, snapshot=snapshot, now=now, columns=columns, min_file_size=policy.min_file_size)
+    return decide(health, snapshot, policy, now)
