@@ -98,7 +98,7 @@ PURGE = PlannedAction(
             1,
             "max_deleted_rows_ratio",
             0.05,
-            f"partition day={C}: 1 files whose deletion vectors remove more than max_deleted_rows_ratio=0.05 of their "
+            f"partition day={C}: 1 file whose deletion vectors remove more than max_deleted_rows_ratio=0.05 of their "
             "rows (up to 10.0%)",
         ),
     ),
@@ -220,7 +220,7 @@ def test_vacuum_counts_reclaimable_tombstones_with_the_files_budget(tmp_path: Pa
                     1,
                     "vacuum_min_reclaimable_files",
                     1,
-                    "1 removed files (1 MiB) are past the 168-hour retention, at least vacuum_min_reclaimable_files=1; "
+                    "1 removed file (1 MiB) past the 168-hour retention, at least vacuum_min_reclaimable_files=1; "
                     "FULL also deletes files the log never referenced, so that is a lower bound",
                 ),
             ),
@@ -234,7 +234,7 @@ def test_vacuum_counts_reclaimable_tombstones_with_the_files_budget(tmp_path: Pa
     assert vacuum.options == {"mode": "lite", "max_files_to_delete": 1, "retention_hours": 5.0}
     assert vacuum.estimate == Estimate(files_deleted=1)
     assert vacuum.reasons[0].text == (
-        "2 removed files (3 MiB) are past the 5-hour retention, at least vacuum_min_reclaimable_files=1"
+        "2 removed files (3 MiB) past the 5-hour retention, at least vacuum_min_reclaimable_files=1"
     )
     assert [(d.operation, d.estimate, d.reasons[0].policy_key) for d in plan.deferred if d.operation == "vacuum"] == [
         ("vacuum", Estimate(files_deleted=1), "max_files_deleted_per_run")

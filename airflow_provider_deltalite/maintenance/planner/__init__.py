@@ -47,6 +47,7 @@ __all__ = [
     "Reason",
     "decide",
     "plan_maintenance",
+    "policy_health",
     "run_plan",
 ]
 
@@ -79,7 +80,16 @@ def plan_maintenance(
     now = int(time.time() * 1000) if now is None else now
     policy = policy or MaintenancePolicy()
     if health is None:
-        # small files and clustering measured as the policy sees them: its minimum size, its Z-order columns
-        columns = list(policy.zorder_columns) if policy.zorder_columns else None
-        health = table_health(table, snapshot=snapshot, now=now, columns=columns, min_file_size=policy.min_file_size)
+        health = policy_health(table, policy, snapshot=snapshot, now=now)
     return decide(health, snapshot, policy, now)
+
+
+def policy_health(
+    table: Table, policy: MaintenancePolicy | None = None, *, snapshot: Snapshot | None = None, now: int | None = None
+) -> TableHealth:
+    """`table_health` measured as ``policy`` sees the table: small files below its ``min_file_size`` (else its
+    ``target_file_size``, else OPTIMIZE's default), clustering on its ``zorder_columns`` (else the table's own)."""
+    policy = policy or MaintenancePolicy()
+    columns = list(policy.zorder_columns) if policy.zorder_columns else None
+    minimum = policy.min_file_size if policy.min_file_size is not None else policy.target_file_size
+    return table_health(table, snapshot=snapshot, now=now, columns=columns, min_file_size=minimum)

@@ -35,6 +35,11 @@ def human_size(n: float) -> str:
     raise AssertionError("unreachable")
 
 
+def count(n: int, noun: str) -> str:
+    """``1 file``, ``2 files``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def partition_label(values: Mapping[str, str | None]) -> str:
     """``date=2026-11-01/kind=null`` (``the table`` when unpartitioned)."""
     if not values:
@@ -143,8 +148,8 @@ def rewrite_candidates(
                 len(over),
                 "max_deleted_rows_ratio",
                 ratio,
-                f"{label}: {len(over)} files whose deletion vectors remove more than max_deleted_rows_ratio={ratio:g} "
-                f"of their rows (up to {worst:.1%})",
+                f"{label}: {count(len(over), 'file')} whose deletion vectors remove more than "
+                f"max_deleted_rows_ratio={ratio:g} of their rows (up to {worst:.1%})",
             )
             out.append(_rewrite("purge", part.values, options, (reason,), bins, len(bins), fragment_size))
     return out

@@ -26,6 +26,7 @@ from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.maintenance.health.metrics import TableHealth
 from airflow_provider_deltalite.maintenance.planner.candidates import (
     Candidate,
+    count,
     human_size,
     partition_label,
     rewrite_candidates,
@@ -201,7 +202,7 @@ def _vacuum(
         files,
         "vacuum_min_reclaimable_files",
         policy.vacuum_min_reclaimable_files,
-        f"{files} removed files ({human_size(nbytes)}) are past the {retention:g}-hour retention, at least "
+        f"{count(files, 'removed file')} ({human_size(nbytes)}) past the {retention:g}-hour retention, at least "
         f"vacuum_min_reclaimable_files={policy.vacuum_min_reclaimable_files}"
         + ("; FULL also deletes files the log never referenced, so that is a lower bound" if lower else ""),
     )
