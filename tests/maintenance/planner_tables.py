@@ -7,9 +7,15 @@ here and every expected figure in the tests is computed by hand from them.
 from __future__ import annotations
 
 import json
+import os
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
+
+import deltalake
+import pyarrow as pa
 
 from airflow_provider_deltalite.maintenance.health.metrics import (
     ColumnClustering,
@@ -220,3 +226,28 @@ def make_health(
         ),
         partitions=tuple(partitions),
     )
+
+
+def delta_rs_table(path: Path) -> tuple[Path, int]:
+    """Six appends to p=a, two to p=b (delta-rs), then a delete in p=b that tombstones one file, made ten days old
+    (its remove's deletionTimestamp and its file's modification time): past the default 7-day retention. Returns the
+    path and the tombstoned file's size."""
+    for i, part in enumerate(["a"] * 6 + ["b"] * 2):
+        batch = pa.table(
+            {
+                "id": pa.array(range(i * 10, i * 10 + 10), pa.int64()),
+                "p": pa.array([part] * 10),
+                "v": pa.array([f"row {j}" for j in range(i * 10, i * 10 + 10)]),
+            }
+        )
+        deltalake.write_deltalake(str(path), batch, mode="append", partition_by=["p"])
+    deltalake.DeltaTable(str(path)).delete("id = 61")
+    ten_days_ago = int(time.time() * 1000) - 240 * HOUR
+    commit = path / "_delta_log" / f"{8:020d}.json"
+    actions = [json.loads(line) for line in commit.read_text().splitlines()]
+    (removed,) = [a["remove"] for a in actions if "remove" in a]
+    removed["deletionTimestamp"] = ten_days_ago
+    commit.write_text("".join(json.dumps(a) + "\n" for a in actions))
+    file = path / unquote(removed["path"])
+    os.utime(file, (ten_days_ago / 1000, ten_days_ago / 1000))
+    return path, file.stat().st_size

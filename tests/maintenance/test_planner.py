@@ -8,14 +8,10 @@ Every expected figure is computed by hand from the sizes, row counts and timesta
 from __future__ import annotations
 
 import json
-import os
-import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
 
 import deltalake
-import pyarrow as pa
 import pytest
 
 from airflow_provider_deltalite.engine.errors import InvalidArgument, InvalidPolicy
@@ -42,6 +38,7 @@ from tests.maintenance.planner_tables import (
     NOW,
     add,
     commit_info,
+    delta_rs_table,
     make_health,
     metadata,
     partition_health,
@@ -544,33 +541,8 @@ def _rows(path: Path) -> list[tuple]:
     return sorted(zip(*(table.column(n).to_pylist() for n in ("id", "p", "v")), strict=True))
 
 
-def _real_table(path: Path) -> tuple[Path, int]:
-    """Six appends to p=a, two to p=b (delta-rs), then a delete in p=b that tombstones one file, made ten days old
-    (its remove's deletionTimestamp and its file's modification time): past the default 7-day retention. Returns the
-    path and the tombstoned file's size."""
-    for i, part in enumerate(["a"] * 6 + ["b"] * 2):
-        batch = pa.table(
-            {
-                "id": pa.array(range(i * 10, i * 10 + 10), pa.int64()),
-                "p": pa.array([part] * 10),
-                "v": pa.array([f"row {j}" for j in range(i * 10, i * 10 + 10)]),
-            }
-        )
-        deltalake.write_deltalake(str(path), batch, mode="append", partition_by=["p"])
-    deltalake.DeltaTable(str(path)).delete("id = 61")
-    ten_days_ago = int(time.time() * 1000) - 240 * HOUR
-    commit = path / "_delta_log" / f"{8:020d}.json"
-    actions = [json.loads(line) for line in commit.read_text().splitlines()]
-    (removed,) = [a["remove"] for a in actions if "remove" in a]
-    removed["deletionTimestamp"] = ten_days_ago
-    commit.write_text("".join(json.dumps(a) + "\n" for a in actions))
-    file = path / unquote(removed["path"])
-    os.utime(file, (ten_days_ago / 1000, ten_days_ago / 1000))
-    return path, file.stat().st_size
-
-
 def test_run_plan_runs_the_actions_in_order_and_keeps_every_row(tmp_path: Path) -> None:
-    path, removed_size = _real_table(tmp_path / "t")
+    path, removed_size = delta_rs_table(tmp_path / "t")
     rows = _rows(path)
     table = Table(str(path))
     snapshot = table.snapshot()
@@ -603,7 +575,7 @@ def test_run_plan_runs_the_actions_in_order_and_keeps_every_row(tmp_path: Path) 
 
 
 def test_run_plan_stops_at_the_first_failure_naming_the_action(tmp_path: Path) -> None:
-    path, _ = _real_table(tmp_path / "t")
+    path, _ = delta_rs_table(tmp_path / "t")
     table = Table(str(path))
     plan = MaintenancePlan(
         table_uri=table.uri,
