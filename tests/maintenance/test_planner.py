@@ -8,6 +8,7 @@ Every expected figure is computed by hand from the sizes, row counts and timesta
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 
 from airflow_provider_deltalite.engine.errors import InvalidArgument, InvalidPolicy
 from airflow_provider_deltalite.engine.table import Table
+from airflow_provider_deltalite.maintenance.checkpoint import checkpoint
 from airflow_provider_deltalite.maintenance.health.metrics import ColumnClustering
 from airflow_provider_deltalite.maintenance.planner import (
     DeferredAction,
@@ -46,6 +48,7 @@ from tests.maintenance.planner_tables import (
     remove,
     write_log,
 )
+from tests.oracles import agreed_rows, spark_test_suite_copy
 
 A, B, C = "2026-11-01", "2026-11-02", "2026-11-03"
 POLICY = MaintenancePolicy(target_file_size=MIB)  # fragments: files below 1 MiB / 8 = 128 KiB
@@ -597,3 +600,52 @@ def test_run_plan_stops_at_the_first_failure_naming_the_action(tmp_path: Path) -
     )
     assert (error.action, error.completed) == ("zorder", ("checkpoint",))  # type: ignore[attr-defined]
     assert deltalake.DeltaTable(str(path)).version() == 8  # nothing after the checkpoint ran; no commit
+
+
+def test_run_plan_purges_deletion_vectors_and_the_oracles_read_the_same_rows(tmp_path: Path) -> None:
+    path = spark_test_suite_copy("delta-spark-resources/partitioned-table-with-dv-large", tmp_path / "t")
+    rows = agreed_rows(path)
+    table = Table(str(path))
+    # every deletion vector there removes 1 to 4 of its file's 200 rows; a ratio of 0 purges them all; no partition
+    # has 100 files, so nothing is compacted
+    plan = plan_maintenance(table, MaintenancePolicy(max_deleted_rows_ratio=0.0, min_input_files=100))
+    (purge,) = [a for a in plan.actions if a.operation != "checkpoint"]
+    assert purge.operation == "purge"
+    assert sorted(p["partCol"] for p in purge.partitions) == ["0", "3", "5", "6", "7", "8", "9"]
+    assert (purge.estimate.files_removed, purge.estimate.files_added) == (7, 7)
+    run = run_plan(table, plan)
+    assert run.actions[0].stats["numDeletionVectorsRemoved"] == 7
+    assert agreed_rows(path) == rows  # delta-kernel-rs reads deletion vectors; delta-rs 1.6.3 cannot
+    live = table.snapshot().files
+    assert live.num_rows == 14 and live.column("deletionVector").null_count == 14
+
+
+def test_a_recent_checkpoint_defers_the_next_one(tmp_path: Path) -> None:
+    root = write_log(
+        tmp_path / "t",
+        [
+            [commit_info(NOW - 100 * HOUR), protocol(), metadata(DATE_SCHEMA, ["day"])],
+            [commit_info(NOW - 90 * HOUR), add(f"day={A}/f.parquet", 2 * MIB, partition={"day": A})],
+        ],
+    )
+    checkpoint(Table(str(root)))
+    write_log_tail = [[commit_info(NOW - 2 * HOUR, "SET TBLPROPERTIES")] for _ in range(11)]
+    for version, actions in enumerate(write_log_tail, start=2):
+        (root / "_delta_log" / f"{version:020d}.json").write_text("".join(json.dumps(a) + "\n" for a in actions))
+    (written,) = (root / "_delta_log").glob("*.checkpoint.parquet")
+    os.utime(written, ((NOW - HOUR) / 1000,) * 2)  # the checkpoint was written an hour before "now"
+    table = Table(str(root))
+    health = make_health(table.uri, 12, commits_since_checkpoint=11, last_checkpoint_version=1)
+    policy = POLICY.replace(checkpoint_cooldown_hours=2)
+    plan = decide(health, table.snapshot(), policy, NOW)
+    assert plan.actions == ()
+    ((why, cooldown),) = [d.reasons for d in plan.deferred]
+    assert why.text == "11 commits since the newest checkpoint (version 1), at least max_commits_since_checkpoint=10"
+    assert (cooldown.metric, cooldown.value, cooldown.policy_key, cooldown.threshold) == (
+        "hours_since_checkpoint",
+        1.0,
+        "checkpoint_cooldown_hours",
+        2.0,
+    )
+    plan = decide(health, table.snapshot(), policy.replace(checkpoint_cooldown_hours=0.5), NOW)
+    assert [a.operation for a in plan.actions] == ["checkpoint"]
