@@ -649,3 +649,45 @@ def test_a_recent_checkpoint_defers_the_next_one(tmp_path: Path) -> None:
     )
     plan = decide(health, table.snapshot(), policy.replace(checkpoint_cooldown_hours=0.5), NOW)
     assert [a.operation for a in plan.actions] == ["checkpoint"]
+
+
+def test_many_partitions_are_split_into_actions_the_expression_code_can_walk(tmp_path: Path) -> None:
+    fields = [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]
+    fields.append({"name": "k", "type": "integer", "nullable": True, "metadata": {}})
+    files = [add(f"k={k}/f{i}.parquet", KIB, partition={"k": str(k)}) for k in range(250) for i in range(5)]
+    root = write_log(tmp_path / "t", [[commit_info(NOW), protocol(), metadata(fields, ["k"]), *files]])
+    table = Table(str(root))
+    snapshot = table.snapshot()
+    plan = decide(make_health(table.uri, 0), snapshot, POLICY, NOW)
+    # partitions in their log order (values as strings: 0, 1, 10, 100, 101, ...): 100 per action
+    assert [len(a.partitions) for a in plan.actions] == [100, 100, 50]
+    names = sorted(str(k) for k in range(250))
+    for n, action in enumerate(plan.actions):
+        assert [p["k"] for p in action.partitions] == names[n * 100 : (n + 1) * 100]
+        assert len(considered_files(snapshot, action.options["where"])) == 5 * len(action.partitions)
+        assert action.estimate == Estimate(
+            5 * KIB * len(action.partitions),
+            5 * KIB * len(action.partitions),
+            5 * len(action.partitions),
+            len(action.partitions),
+        )
+
+
+def test_z_order_columns_the_table_no_longer_has_are_not_kept_up(tmp_path: Path) -> None:
+    root = write_log(
+        tmp_path / "t",
+        [
+            [commit_info(NOW - 100 * HOUR), protocol(), metadata(DATE_SCHEMA, ["day"])],
+            [
+                commit_info(NOW - 90 * HOUR),
+                *[add(f"day={A}/a{i}.parquet", 2 * MIB, partition={"day": A}) for i in range(6)],
+            ],
+        ],
+    )
+    table = Table(str(root))
+    # the log's newest Z-order was on a column since dropped: no Z-order, and nothing else to do
+    plan = decide(make_health(table.uri, 1, zorder_columns=("gone",)), table.snapshot(), POLICY, NOW)
+    assert plan.is_empty and plan.policy["zorder_columns"] is None
+    # the same column named by the policy is the user's mistake: one error naming it
+    with pytest.raises(InvalidArgument, match="zorder column 'gone' does not exist in the table"):
+        decide(make_health(table.uri, 1), table.snapshot(), POLICY.replace(zorder_columns=("gone",)), NOW)

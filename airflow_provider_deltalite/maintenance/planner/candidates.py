@@ -267,11 +267,11 @@ def _rewrite(
     rewritten = [f for b in bins for f in b]
     read = sum(int(f["size"]) for f in rewritten)
     # rows a deletion vector removes are not written again: take their share of each file's bytes off
-    deleted = sum(
-        int(f["size"]) * _deleted_share(f.get("deletionVector"), _num_records(f))
-        for f in rewritten
-        if f.get("deletionVector")
-    )
+    deleted = 0.0
+    for f in rewritten:
+        records = _num_records(f)
+        if f.get("deletionVector") and records:  # without a row count the share is unknown: assume none
+            deleted += int(f["size"]) * _deleted_share(f["deletionVector"], records)
     estimate = Estimate(
         bytes_read=read,
         bytes_written=read - round(deleted),

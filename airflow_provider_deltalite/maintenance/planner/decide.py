@@ -22,7 +22,10 @@ from dataclasses import replace
 
 import pyarrow.compute as pc
 
+from airflow_provider_deltalite.engine.clustering_domain import clustering_spec
+from airflow_provider_deltalite.engine.errors import InvalidArgument
 from airflow_provider_deltalite.engine.snapshot import Snapshot
+from airflow_provider_deltalite.maintenance.clustering.zorder import validate_columns
 from airflow_provider_deltalite.maintenance.health.metrics import TableHealth
 from airflow_provider_deltalite.maintenance.planner.candidates import (
     Candidate,
@@ -44,7 +47,9 @@ from airflow_provider_deltalite.maintenance.planner.where import logical_names, 
 from airflow_provider_deltalite.maintenance.rewrites import resolve_sizes
 
 HOUR_MS = 3_600_000
-REWRITES = ("purge", "optimize", "cluster", "zorder")
+# Partitions one action's ``where`` names: the predicate is an OR per partition, and the expression code walks it
+# recursively, so a few thousand partitions would exhaust Python's stack; more partitions make more actions.
+MAX_PARTITIONS_PER_ACTION = 100
 
 
 def resolve_policy(policy: MaintenancePolicy, health: TableHealth, snapshot: Snapshot) -> MaintenancePolicy:
@@ -53,13 +58,24 @@ def resolve_policy(policy: MaintenancePolicy, health: TableHealth, snapshot: Sna
     ``zorder_columns`` and ``max_point_query_files`` stay None when the table has no Z-order / the check is off.
     """
     target, _, _ = resolve_sizes(snapshot, policy.target_file_size, None, None, None)
+    zorder_columns = policy.zorder_columns
+    if zorder_columns is None and health.last_runs.zorder_columns and not _is_liquid(snapshot):
+        try:  # the log's last Z-order may name a column the table no longer has: then there is none to keep up
+            zorder_columns = validate_columns(snapshot, health.last_runs.zorder_columns)
+        except InvalidArgument:
+            zorder_columns = None
     return policy.replace(
         target_file_size=target,
         min_file_size=policy.min_file_size if policy.min_file_size is not None else target,
-        zorder_columns=policy.zorder_columns or health.last_runs.zorder_columns or None,
+        zorder_columns=zorder_columns,
         max_commits_since_checkpoint=policy.max_commits_since_checkpoint or health.log.checkpoint_interval,
         retention_hours=health.tombstones.retention_hours if policy.retention_hours is None else policy.retention_hours,
     )
+
+
+def _is_liquid(snapshot: Snapshot) -> bool:
+    spec = clustering_spec(snapshot)
+    return spec is not None and bool(spec.columns)
 
 
 def decide(health: TableHealth, snapshot: Snapshot, policy: MaintenancePolicy, now: int) -> MaintenancePlan:
@@ -85,7 +101,8 @@ def decide(health: TableHealth, snapshot: Snapshot, policy: MaintenancePolicy, n
     elif candidates:
         taken, left = _within_budget(candidates, effective.max_rewrite_bytes_per_run)
         for operation, group in _by_operation(taken):
-            actions.append(_planned(operation, group, logical))
+            for start in range(0, len(group), MAX_PARTITIONS_PER_ACTION):
+                actions.append(_planned(operation, group[start : start + MAX_PARTITIONS_PER_ACTION], logical))
         for operation, group in _by_operation(left):
             deferred.append(_deferred(operation, group, tuple(_budget_reason(c, effective) for c in group)))
     vacuum = _vacuum(health, snapshot, effective, now, explicit_retention=policy.retention_hours is not None)
