@@ -269,9 +269,9 @@ def _rewrite(
     # rows a deletion vector removes are not written again: take their share of each file's bytes off
     deleted = 0.0
     for f in rewritten:
-        records = _num_records(f)
-        if f.get("deletionVector") and records:  # without a row count the share is unknown: assume none
-            deleted += int(f["size"]) * _deleted_share(f["deletionVector"], records)
+        if f.get("deletionVector"):
+            records = _num_records(f)  # without a row count the share is unknown: assume none
+            deleted += int(f["size"]) * _deleted_share(f["deletionVector"], records) if records else 0.0
     estimate = Estimate(
         bytes_read=read,
         bytes_written=read - round(deleted),
