@@ -32,6 +32,7 @@ from airflow_provider_deltalite.maintenance.planner import (
 )
 from airflow_provider_deltalite.maintenance.planner.where import logical_names, partitions_predicate
 from airflow_provider_deltalite.maintenance.rewrites import considered_files
+from tests.maintenance.liquid_tables import clustered_points
 from tests.maintenance.planner_tables import (
     DATE_SCHEMA,
     HOUR,
@@ -691,3 +692,19 @@ def test_z_order_columns_the_table_no_longer_has_are_not_kept_up(tmp_path: Path)
     # the same column named by the policy is the user's mistake: one error naming it
     with pytest.raises(InvalidArgument, match="zorder column 'gone' does not exist in the table"):
         decide(make_health(table.uri, 1), table.snapshot(), POLICY.replace(zorder_columns=("gone",)), NOW)
+
+
+def test_run_plan_clusters_a_liquid_table_once(tmp_path: Path) -> None:
+    path = clustered_points(tmp_path / "t", files=5, rows=300)
+    rows = agreed_rows(path)
+    table = Table(str(path))
+    policy = MaintenancePolicy(target_file_size=MIB)
+    plan = plan_maintenance(table, policy)
+    assert [(a.operation, a.options, a.estimate.files_removed) for a in plan.actions] == [
+        ("cluster", {"target_size": MIB}, 5)
+    ]
+    run = run_plan(table, plan)
+    assert run.actions[0].stats["clusteringStats"]["numOutputZCubes"] == 1
+    assert agreed_rows(path) == rows
+    # the new files are one cube on (x, y): nothing is left to cluster, and the cooldown would hold it anyway
+    assert plan_maintenance(table, policy.replace(optimize_cooldown_hours=0)).is_empty
