@@ -294,6 +294,20 @@ class InvalidPolicy(InvalidArgument):
         super().__init__(problem, table_uri)
 
 
+class MissingDependency(DeltaLiteError):
+    """A feature needs an optional package that is not installed; the message names the extra that brings it.
+
+    Attributes:
+        package: the missing package's import name.
+        extra: the extra of ``airflow-provider-deltalite`` that installs it.
+    """
+
+    def __init__(self, problem: str, table_uri: str | None = None, *, package: str, extra: str) -> None:
+        self.package = package
+        self.extra = extra
+        super().__init__(problem, table_uri)
+
+
 class RetentionTooShort(DeltaLiteError):
     """VACUUM was asked to keep deleted files for less time than the table promises its readers and writers.
 
