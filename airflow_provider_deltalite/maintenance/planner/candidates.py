@@ -97,13 +97,17 @@ def rewrite_candidates(
     zorder_columns = policy.zorder_columns
     tags = files.column("tags").to_pylist() if zorder_columns else []
     columns_tag = json.dumps(list(zorder_columns or ()), separators=(",", ":"))
-    # each planner runs once over the table; its bins are per partition already
-    compaction = _bins_by_partition(
-        plan_optimize(snapshot, target_size=target, min_file_size=minimum, max_deleted_rows_ratio=ratio).bins
-    )
-    purges = _bins_by_partition(
-        plan_optimize(snapshot, target_size=target, min_file_size=1, max_deleted_rows_ratio=ratio).bins
-    )
+    # each planner runs at most once over the table (its bins are per partition already), and only when some
+    # partition needs it: a table that needs nothing costs no plan
+    plans: dict[str, dict[tuple, list[list[dict[str, Any]]]]] = {}
+
+    def bins_of(kind: str, key: tuple) -> list[list[dict[str, Any]]]:
+        if kind not in plans:
+            smallest = minimum if kind == "optimize" else 1
+            plan = plan_optimize(snapshot, target_size=target, min_file_size=smallest, max_deleted_rows_ratio=ratio)
+            plans[kind] = _bins_by_partition(plan.bins)
+        return plans[kind].get(key, [])
+
     zorder_bins: dict[str, dict[tuple, list[list[dict[str, Any]]]]] = {}
 
     def zorder_plan(curve: str) -> dict[tuple, list[list[dict[str, Any]]]]:
@@ -125,8 +129,8 @@ def rewrite_candidates(
                 out.append(candidate)
                 continue
         fragments = sum(1 for i in part.files if sizes[i] < fragment_size)
-        bins = compaction.get(key, [])
-        if fragments >= policy.min_input_files and bins:
+        bins = bins_of("optimize", key) if fragments >= policy.min_input_files else []
+        if bins:
             options = {"where": where, "target_size": target, "min_file_size": minimum, "max_deleted_rows_ratio": ratio}
             reason = Reason(
                 "fragments",
@@ -139,8 +143,8 @@ def rewrite_candidates(
             out.append(_rewrite("optimize", part.values, options, (reason,), bins, len(bins), fragment_size))
             continue
         over = [i for i in part.files if dvs[i] is not None and _deleted_share(dvs[i], records[i]) > ratio]
-        bins = purges.get(key, [])
-        if over and bins:
+        bins = bins_of("purge", key) if over else []
+        if bins:
             options = {"where": where, "target_size": target, "min_file_size": 1, "max_deleted_rows_ratio": ratio}
             worst = max(_deleted_share(dvs[i], records[i]) for i in over)
             reason = Reason(
