@@ -8,7 +8,7 @@ with its options, its reasons and an estimate from the operation's own planner (
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +21,11 @@ from airflow_provider_deltalite.maintenance.health.metrics import ColumnClusteri
 from airflow_provider_deltalite.maintenance.optimize import plan_optimize
 from airflow_provider_deltalite.maintenance.planner.plan import Estimate, Reason
 from airflow_provider_deltalite.maintenance.planner.policy import MaintenancePolicy
-from airflow_provider_deltalite.maintenance.planner.where import logical_names, partitions_predicate
+from airflow_provider_deltalite.maintenance.planner.where import (
+    MAX_PARTITIONS_PER_PREDICATE,
+    logical_names,
+    partitions_predicate,
+)
 
 KIB = 1024
 
@@ -70,18 +74,17 @@ class _Partition:
     files: list[int]
 
 
-def rewrite_candidates(
-    health: TableHealth, snapshot: Snapshot, policy: MaintenancePolicy, target: int, minimum: int
-) -> list[Candidate]:
+def rewrite_candidates(health: TableHealth, snapshot: Snapshot, policy: MaintenancePolicy) -> list[Candidate]:
     """Every rewrite the thresholds call for (see docs/maintenance-planner.md): clustering on a liquid table; else
     per partition Z-order (when there are Z-order columns), or compaction, or a DV purge (in that order of precedence:
-    a Z-order rewrites every file of its partition, a compaction every file a purge would)."""
+    a Z-order rewrites every file of its partition, a compaction every file a purge would). ``policy`` is resolved
+    (`decide.resolve_policy`): its sizes are the table's where it left them unset."""
     files = snapshot.files
     sizes = [int(s) for s in files.column("size").to_pylist()]
     records = files.column("numRecords").to_pylist()
     dvs = files.column("deletionVector").to_pylist()
     raw_pv = files.column("partitionValues").to_pylist()
-    fragment_size = target / policy.fragment_ratio
+    fragment_size = int(policy.target_file_size or 1) / policy.fragment_ratio
     spec = clustering_spec(snapshot)
     if spec is not None and spec.columns:
         return _cluster_candidates(health, snapshot, policy, fragment_size)
@@ -93,70 +96,108 @@ def rewrite_candidates(
             i
         )
     by_values = {_key(p.partition_values): p for p in health.partitions}
-    ratio = policy.max_deleted_rows_ratio
     zorder_columns = policy.zorder_columns
     tags = files.column("tags").to_pylist() if zorder_columns else []
     columns_tag = json.dumps(list(zorder_columns or ()), separators=(",", ":"))
-    # each planner runs at most once over the table (its bins are per partition already), and only when some
-    # partition needs it: a table that needs nothing costs no plan
-    plans: dict[str, dict[tuple, list[list[dict[str, Any]]]]] = {}
-
-    def bins_of(kind: str, key: tuple) -> list[list[dict[str, Any]]]:
-        if kind not in plans:
-            smallest = minimum if kind == "optimize" else 1
-            plan = plan_optimize(snapshot, target_size=target, min_file_size=smallest, max_deleted_rows_ratio=ratio)
-            plans[kind] = _bins_by_partition(plan.bins)
-        return plans[kind].get(key, [])
-
-    zorder_bins: dict[str, dict[tuple, list[list[dict[str, Any]]]]] = {}
-
-    def zorder_plan(curve: str) -> dict[tuple, list[list[dict[str, Any]]]]:
-        if curve not in zorder_bins:
-            plan = plan_zorder(snapshot, list(zorder_columns or ()), curve=curve, target_size=target)
-            zorder_bins[curve] = _bins_by_partition(plan.bins)
-        return zorder_bins[curve]
-
-    out: list[Candidate] = []
-    for key in sorted(partitions, key=lambda k: [("" if v is None else "\x01" + v) for _, v in k]):
-        part = partitions[key]
-        where = partitions_predicate([part.values], logical)
-        label = partition_label(part.values)
-        if zorder_columns:
-            candidate = _zorder_candidate(
-                zorder_plan, policy, part, key, where, label, tags, columns_tag, by_values.get(key), fragment_size
+    ordered = sorted(partitions, key=lambda k: [("" if v is None else "\x01" + v) for _, v in k])
+    out: list[Candidate | None] = []
+    for first in range(0, len(ordered), MAX_PARTITIONS_PER_PREDICATE):
+        chunk = ordered[first : first + MAX_PARTITIONS_PER_PREDICATE]
+        # the operations' planners run once per chunk of partitions, and only when one of them needs it: memory
+        # holds one chunk's files, and a table that needs nothing costs no plan
+        plans = _ChunkPlans(snapshot, partitions_predicate([partitions[k].values for k in chunk], logical), policy)
+        out.extend(
+            _partition_candidates(
+                plans, policy, partitions[k], k, logical, tags, columns_tag, by_values.get(k), sizes, records, dvs
             )
-            if candidate is not None:
-                out.append(candidate)
-                continue
-        fragments = sum(1 for i in part.files if sizes[i] < fragment_size)
-        bins = bins_of("optimize", key) if fragments >= policy.min_input_files else []
-        if bins:
-            options = {"where": where, "target_size": target, "min_file_size": minimum, "max_deleted_rows_ratio": ratio}
-            reason = Reason(
-                "fragments",
-                fragments,
-                "min_input_files",
-                policy.min_input_files,
-                f"{label}: {fragments} fragments (files below {human_size(fragment_size)}, "
-                f"target_file_size / fragment_ratio), at least min_input_files={policy.min_input_files}",
-            )
-            out.append(_rewrite("optimize", part.values, options, (reason,), bins, len(bins), fragment_size))
-            continue
-        over = [i for i in part.files if dvs[i] is not None and _deleted_share(dvs[i], records[i]) > ratio]
-        bins = bins_of("purge", key) if over else []
-        if bins:
-            options = {"where": where, "target_size": target, "min_file_size": 1, "max_deleted_rows_ratio": ratio}
-            worst = max(_deleted_share(dvs[i], records[i]) for i in over)
-            reason = Reason(
-                "files_over_deleted_rows_ratio",
-                len(over),
-                "max_deleted_rows_ratio",
-                ratio,
-                f"{label}: {count(len(over), 'file')} whose deletion vectors remove more than "
-                f"max_deleted_rows_ratio={ratio:g} of their rows (up to {worst:.1%})",
-            )
-            out.append(_rewrite("purge", part.values, options, (reason,), bins, len(bins), fragment_size))
-    return out
+            for k in chunk
+        )
+    return [c for c in out if c is not None]
+
+
+def _partition_candidates(
+    plans: _ChunkPlans,
+    policy: MaintenancePolicy,
+    part: _Partition,
+    key: tuple,
+    logical: Mapping[str, str],
+    tags: list[Any],
+    columns_tag: str,
+    health: Any,
+    sizes: list[int],
+    records: list[Any],
+    dvs: list[Any],
+) -> Candidate | None:
+    """The one rewrite a partition needs, in precedence order (see `rewrite_candidates`), or None."""
+    target = int(policy.target_file_size or 1)  # resolved by decide
+    minimum = int(policy.min_file_size or target)
+    ratio = policy.max_deleted_rows_ratio
+    fragment_size = target / policy.fragment_ratio
+    where = partitions_predicate([part.values], logical)
+    label = partition_label(part.values)
+    if policy.zorder_columns:
+        candidate = _zorder_candidate(plans, policy, part, key, where, label, tags, columns_tag, health, fragment_size)
+        if candidate is not None:
+            return candidate
+    fragments = sum(1 for i in part.files if sizes[i] < fragment_size)
+    bins = plans.bins("optimize", key) if fragments >= policy.min_input_files else []
+    if bins:
+        options = {"where": where, "target_size": target, "min_file_size": minimum, "max_deleted_rows_ratio": ratio}
+        reason = Reason(
+            "fragments",
+            fragments,
+            "min_input_files",
+            policy.min_input_files,
+            f"{label}: {fragments} fragments (files below {human_size(fragment_size)}, "
+            f"target_file_size / fragment_ratio), at least min_input_files={policy.min_input_files}",
+        )
+        return _rewrite("optimize", part.values, options, (reason,), bins, len(bins), fragment_size)
+    over = [i for i in part.files if dvs[i] is not None and _deleted_share(dvs[i], records[i]) > ratio]
+    bins = plans.bins("purge", key) if over else []
+    if bins:
+        options = {"where": where, "target_size": target, "min_file_size": 1, "max_deleted_rows_ratio": ratio}
+        worst = max(_deleted_share(dvs[i], records[i]) for i in over)
+        reason = Reason(
+            "files_over_deleted_rows_ratio",
+            len(over),
+            "max_deleted_rows_ratio",
+            ratio,
+            f"{label}: {count(len(over), 'file')} whose deletion vectors remove more than "
+            f"max_deleted_rows_ratio={ratio:g} of their rows (up to {worst:.1%})",
+        )
+        return _rewrite("purge", part.values, options, (reason,), bins, len(bins), fragment_size)
+    return None
+
+
+class _ChunkPlans:
+    """The OPTIMIZE and Z-order planners' bins for one chunk of partitions (``where`` selects them), each computed
+    on first use, per partition."""
+
+    def __init__(self, snapshot: Snapshot, where: str | None, policy: MaintenancePolicy) -> None:
+        self.snapshot, self.where, self.policy = snapshot, where, policy
+        self._plans: dict[str, dict[tuple, list[list[dict[str, Any]]]]] = {}
+
+    def bins(self, kind: str, key: tuple) -> list[list[dict[str, Any]]]:
+        """``kind``: ``optimize`` (compaction), ``purge`` (``min_file_size=1``) or ``zorder:<curve>``."""
+        if kind not in self._plans:
+            policy = self.policy
+            bins: Sequence[Any]
+            target = int(policy.target_file_size or 1)
+            if kind.startswith("zorder:"):
+                columns = list(policy.zorder_columns or ())
+                curve = kind.partition(":")[2]
+                bins = plan_zorder(self.snapshot, columns, curve=curve, where=self.where, target_size=target).bins
+            else:
+                smallest = int(policy.min_file_size or target) if kind == "optimize" else 1
+                bins = plan_optimize(
+                    self.snapshot,
+                    where=self.where,
+                    target_size=target,
+                    min_file_size=smallest,
+                    max_deleted_rows_ratio=policy.max_deleted_rows_ratio,
+                ).bins
+            self._plans[kind] = _bins_by_partition(bins)
+        return self._plans[kind].get(key, [])
 
 
 def _bins_by_partition(bins: Sequence[Any]) -> dict[tuple, list[list[dict[str, Any]]]]:
@@ -167,7 +208,7 @@ def _bins_by_partition(bins: Sequence[Any]) -> dict[tuple, list[list[dict[str, A
 
 
 def _zorder_candidate(
-    zorder_plan: Callable[[str], dict[tuple, list[list[dict[str, Any]]]]],
+    plans: _ChunkPlans,
     policy: MaintenancePolicy,
     part: _Partition,
     key: tuple,
@@ -198,7 +239,7 @@ def _zorder_candidate(
     reasons.extend(_point_query_reasons(policy, label, health.clustering if health is not None else ()))
     if not reasons:
         return None
-    bins = zorder_plan(curve).get(key, [])
+    bins = plans.bins(f"zorder:{curve}", key)
     if not bins:
         return None  # every file is in one cube already: Z-order would skip the partition
     target = policy.target_file_size or 1  # resolved by decide: the table's when the policy leaves it unset

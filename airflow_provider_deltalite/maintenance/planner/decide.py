@@ -43,13 +43,16 @@ from airflow_provider_deltalite.maintenance.planner.plan import (
     Reason,
 )
 from airflow_provider_deltalite.maintenance.planner.policy import MaintenancePolicy
-from airflow_provider_deltalite.maintenance.planner.where import logical_names, partitions_predicate
+from airflow_provider_deltalite.maintenance.planner.where import (
+    MAX_PARTITIONS_PER_PREDICATE,
+    logical_names,
+    partitions_predicate,
+)
 from airflow_provider_deltalite.maintenance.rewrites import resolve_sizes
 
 HOUR_MS = 3_600_000
-# Partitions one action's ``where`` names: the predicate is an OR per partition, and the expression code walks it
-# recursively, so a few thousand partitions would exhaust Python's stack; more partitions make more actions.
-MAX_PARTITIONS_PER_ACTION = 100
+# Partitions one action's ``where`` names (more partitions make more actions of the same operation).
+MAX_PARTITIONS_PER_ACTION = MAX_PARTITIONS_PER_PREDICATE
 
 
 def resolve_policy(policy: MaintenancePolicy, health: TableHealth, snapshot: Snapshot) -> MaintenancePolicy:
@@ -83,9 +86,7 @@ def decide(health: TableHealth, snapshot: Snapshot, policy: MaintenancePolicy, n
     effective = resolve_policy(policy, health, snapshot)
     actions: list[PlannedAction] = []
     deferred: list[DeferredAction] = []
-    candidates = rewrite_candidates(
-        health, snapshot, effective, int(effective.target_file_size or 1), int(effective.min_file_size or 1)
-    )
+    candidates = rewrite_candidates(health, snapshot, effective)
     logical = logical_names(snapshot.partition_columns, snapshot.partition_physical_names)
     cooldown = _cooldown(
         "hours_since_optimize",

@@ -16,6 +16,10 @@ from collections.abc import Mapping, Sequence
 
 from airflow_provider_deltalite.engine.expressions import And, Comparison, Expr, IsNull, Or, format_column, to_sql
 
+# Partitions one predicate names at most: it is an OR per partition, and the expression code walks it recursively,
+# so a few thousand partitions would exhaust Python's stack.
+MAX_PARTITIONS_PER_PREDICATE = 100
+
 
 def logical_names(partition_columns: Sequence[str], physical_names: Sequence[str]) -> dict[str, str]:
     """Physical partition column name -> logical name (identical without column mapping)."""
