@@ -440,6 +440,13 @@ def test_a_partition_predicate_names_logical_columns_under_column_mapping(tmp_pa
     where = partitions_predicate([{"col-2": B}], logical)
     assert where == f"day = '{B}'"
     assert considered_files(snapshot, where) == [1]
+    # the plan's partitions are as the log writes them; its where and its sentences name the logical column
+    more = [add(f"g{i}.parquet", KIB, partition={"col-2": B}) for i in range(5)]
+    write_log(tmp_path / "u", [[commit_info(NOW), mapped, metadata(fields, ["day"], config), *files, *more]])
+    table = Table(str(tmp_path / "u"))
+    (action,) = decide(make_health(table.uri, 0), table.snapshot(), POLICY, NOW).actions
+    assert (action.operation, action.partitions, action.options["where"]) == ("optimize", ({"col-2": B},), where)
+    assert action.reasons[0].text.startswith(f"partition day={B}: 6 fragments")
 
 
 # -- policies --------------------------------------------------------------------------------------------------------

@@ -44,11 +44,13 @@ def count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-def partition_label(values: Mapping[str, str | None]) -> str:
-    """``date=2026-11-01/kind=null`` (``the table`` when unpartitioned)."""
+def partition_label(values: Mapping[str, str | None], logical: Mapping[str, str] | None = None) -> str:
+    """``partition date=2026-11-01/kind=null`` (``the table`` when unpartitioned), with the logical column names
+    (``logical``: physical name -> logical name, under column mapping)."""
     if not values:
         return "the table"
-    return "partition " + "/".join(f"{k}={'null' if v is None else v}" for k, v in values.items())
+    names = logical or {}
+    return "partition " + "/".join(f"{names.get(k, k)}={'null' if v is None else v}" for k, v in values.items())
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,7 @@ class Candidate:
     reasons: tuple[Reason, ...]
     estimate: Estimate
     fragments_removed: int  # fragments among the files the rewrite removes: the benefit the budget ranks by
+    label: str = "the table"  # `partition_label` of the partition, for the budget's reason
 
     @property
     def usefulness(self) -> float:
@@ -134,7 +137,7 @@ def _partition_candidates(
     ratio = policy.max_deleted_rows_ratio
     fragment_size = target / policy.fragment_ratio
     where = partitions_predicate([part.values], logical)
-    label = partition_label(part.values)
+    label = partition_label(part.values, logical)
     if policy.zorder_columns:
         candidate = _zorder_candidate(plans, policy, part, key, where, label, tags, columns_tag, health, fragment_size)
         if candidate is not None:
@@ -151,7 +154,7 @@ def _partition_candidates(
             f"{label}: {fragments} fragments (files below {human_size(fragment_size)}, "
             f"target_file_size / fragment_ratio), at least min_input_files={policy.min_input_files}",
         )
-        return _rewrite("optimize", part.values, options, (reason,), bins, len(bins), fragment_size)
+        return _rewrite("optimize", part.values, options, (reason,), bins, len(bins), fragment_size, label)
     over = [i for i in part.files if dvs[i] is not None and _deleted_share(dvs[i], records[i]) > ratio]
     bins = plans.bins("purge", key) if over else []
     if bins:
@@ -165,7 +168,7 @@ def _partition_candidates(
             f"{label}: {count(len(over), 'file')} whose deletion vectors remove more than "
             f"max_deleted_rows_ratio={ratio:g} of their rows (up to {worst:.1%})",
         )
-        return _rewrite("purge", part.values, options, (reason,), bins, len(bins), fragment_size)
+        return _rewrite("purge", part.values, options, (reason,), bins, len(bins), fragment_size, label)
     return None
 
 
@@ -245,7 +248,7 @@ def _zorder_candidate(
     target = policy.target_file_size or 1  # resolved by decide: the table's when the policy leaves it unset
     options = {"columns": columns, "curve": curve, "where": where, "target_size": target}
     files_added = sum(max(1, round(sum(int(f["size"]) for f in b) / target)) for b in bins)
-    return _rewrite("zorder", part.values, options, tuple(reasons), bins, files_added, fragment_size)
+    return _rewrite("zorder", part.values, options, tuple(reasons), bins, files_added, fragment_size, label)
 
 
 def _cluster_candidates(
@@ -308,6 +311,7 @@ def _rewrite(
     bins: list[list[dict[str, Any]]],
     files_added: int,
     fragment_size: float,
+    label: str = "the table",
 ) -> Candidate:
     rewritten = [f for b in bins for f in b]
     read = sum(int(f["size"]) for f in rewritten)
@@ -324,7 +328,7 @@ def _rewrite(
         files_added=files_added,
     )
     fragments = sum(1 for f in rewritten if int(f["size"]) < fragment_size)
-    return Candidate(operation, partition, options, reasons, estimate, fragments)
+    return Candidate(operation, partition, options, reasons, estimate, fragments, label)
 
 
 def _deleted_share(dv: Mapping[str, Any] | None, records: int | None) -> float:

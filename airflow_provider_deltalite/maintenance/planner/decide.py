@@ -31,7 +31,6 @@ from airflow_provider_deltalite.maintenance.planner.candidates import (
     Candidate,
     count,
     human_size,
-    partition_label,
     rewrite_candidates,
 )
 from airflow_provider_deltalite.maintenance.planner.plan import (
@@ -162,7 +161,7 @@ def _budget_reason(candidate: Candidate, policy: MaintenancePolicy) -> Reason:
         candidate.estimate.bytes_read,
         "max_rewrite_bytes_per_run",
         policy.max_rewrite_bytes_per_run,
-        f"{partition_label(candidate.partition)}: rewriting {human_size(candidate.estimate.bytes_read)} does not fit "
+        f"{candidate.label}: rewriting {human_size(candidate.estimate.bytes_read)} does not fit "
         f"what is left of max_rewrite_bytes_per_run={human_size(policy.max_rewrite_bytes_per_run)} after more useful "
         f"partitions ({candidate.fragments_removed} fragments removed)",
     )
