@@ -285,6 +285,15 @@ class InvalidArgument(DeltaLiteError):
     """An argument of an operation is out of range or refers to something that does not exist."""
 
 
+class InvalidPolicy(InvalidArgument):
+    """A maintenance policy (`maintenance.planner.MaintenancePolicy`) has an unknown key, a value of the wrong type
+    or out of range, or its file cannot be read; ``key`` names the key (None when the whole file is at fault)."""
+
+    def __init__(self, problem: str, table_uri: str | None = None, *, key: str | None = None) -> None:
+        self.key = key
+        super().__init__(problem, table_uri)
+
+
 class MissingDependency(DeltaLiteError):
     """A feature needs an optional package that is not installed; the message names the extra that brings it.
 
