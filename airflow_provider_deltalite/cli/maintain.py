@@ -138,7 +138,8 @@ def _ran_text(operation: str, stats: dict[str, Any]) -> str:
 def print_run(run: MaintenanceRun) -> None:
     """One line per action that ran."""
     seconds = (run.end_time_ms - run.start_time_ms) / 1000
-    print(f"ran   {len(run.actions)} actions in {seconds:.1f} s")
+    count = len(run.actions)
+    print(f"ran   {count} action{'s' if count != 1 else ''} in {seconds:.1f} s")
     for action in run.actions:
         print(f"  {action.operation:<11} {_ran_text(action.operation, action.stats)}")
 
