@@ -74,7 +74,9 @@ def test_changes_readable_lines(history: Path) -> None:
     ]
     lines = out.stdout.splitlines()
     assert lines[0].split()[:3] == ["8", "data", "DELETE"]
-    assert lines[0].endswith(f"+1 files (3500 rows, {changes[0].added_bytes / 1024:.1f} KiB)  -1 files")
+    assert lines[0].endswith(
+        f"+1 files (3500 rows, {f'{changes[0].added_bytes / 1024:.1f}'.removesuffix('.0')} KiB)  -1 files"
+    )
     assert lines[2].split()[:4] == ["10", "metadata", "ADD", "COLUMN"]
     assert "files" not in lines[2]
     data_only = run_cli("changes", history, "--since", 7).stdout.splitlines()

@@ -22,14 +22,14 @@ def test_text_shows_the_figures_and_the_worst_partitions(tmp_path: Path, capsys:
     # the time-dependent lines (tombstones, log windows, last runs) are checked on `table_health` with a fixed now
     assert [line for line in lines if not line.startswith(("tombstones", "log", "optimize", "vacuum"))] == [
         f"table       {t} (version 8)",
-        "files       7 (571.0 MiB), 3,620 rows, 1 file without statistics",
-        "small       3 files below 6.0 MiB (42.9% of files, 11.0 MiB)",
+        "files       7 (571 MiB), 3,620 rows, 1 file without statistics",
+        "small       3 files below 6 MiB (42.9% of files, 11 MiB)",
         "deleted     10 rows by deletion vectors (0.3% of rows) in 1 file",
         "clustering  id (zorder): 1.50 files per point query, overlap depth 1.46 average / 2 max, "
         "1 file without statistics",
         "partitions with the most small files (2 of 4)",
-        "  date=null: 2 of 2 files small (10.0 MiB), 0 rows deleted, 0 B in tombstones",
-        "  date=2024-01-02: 1 of 2 files small (1.0 MiB), 0 rows deleted, 30.0 MiB in tombstones",
+        "  date=null: 2 of 2 files small (10 MiB), 0 rows deleted, 0 B in tombstones",
+        "  date=2024-01-02: 1 of 2 files small (1 MiB), 0 rows deleted, 30 MiB in tombstones",
     ]
     assert [line.split()[0] for line in lines if line.startswith(("tombstones", "log", "optimize", "vacuum"))] == [
         "tombstones",
@@ -53,6 +53,7 @@ def test_json_runs_without_pandas_or_maintenance_operations(tmp_path: Path) -> N
             *(f"airflow_provider_deltalite.maintenance.health.{m}" for m in health),
             "airflow_provider_deltalite.maintenance.optimize_stats",
             "airflow_provider_deltalite.maintenance.options",
+            "airflow_provider_deltalite.maintenance.wording",
         ]
     )
     assert (doc["version"], doc["files"], doc["bytes"], doc["smallFiles"], doc["deletedRows"]) == (

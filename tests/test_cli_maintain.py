@@ -28,7 +28,7 @@ def test_dry_run_prints_the_plan_with_its_reasons_and_writes_nothing(tmp_path: P
     assert out.returncode == 0, out.stderr
     assert tree_state(path) == before
     a_bytes = sum(f.stat().st_size for f in (path / "p=a").iterdir())
-    kib = f"{a_bytes / 1024:.1f} KiB"
+    kib = f"{a_bytes / 1024:.1f}".removesuffix(".0") + " KiB"
     assert out.stdout.splitlines() == [
         f"plan  {path} at version 8: 3 actions",
         f"  optimize    1 partition    read {kib}, write {kib}, 6 files into 1",
@@ -98,7 +98,7 @@ def _kib(path: Path, n: int) -> str:
     log = [json.loads(line) for line in (path / "_delta_log" / f"{9:020d}.json").read_text().splitlines()]
     removed = [a["remove"]["size"] for a in log if "remove" in a]
     assert len(removed) == n
-    return f"{sum(removed) / 1024:.1f} KiB"
+    return f"{sum(removed) / 1024:.1f}".removesuffix(".0") + " KiB"
 
 
 def test_a_bad_policy_is_one_line_and_nothing_is_written(tmp_path: Path) -> None:

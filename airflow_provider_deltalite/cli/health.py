@@ -7,8 +7,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from airflow_provider_deltalite.cli.common import open_table
-from airflow_provider_deltalite.cli.render import human_size, print_json
+from airflow_provider_deltalite.cli.render import print_json
 from airflow_provider_deltalite.maintenance.options import split_columns
+from airflow_provider_deltalite.maintenance.wording import count, human_size, percent
 
 if TYPE_CHECKING:
     from airflow_provider_deltalite.maintenance.health.metrics import PartitionHealth, TableHealth
@@ -63,14 +64,14 @@ def health_lines(h: TableHealth) -> list[str]:
     lines = [
         f"table       {h.table_uri} (version {h.version})",
         f"files       {h.files:,} ({human_size(h.bytes)}), {h.rows:,} rows"
-        + (f", {_count(h.files_without_stats, 'file')} without statistics" if h.files_without_stats else ""),
-        f"small       {h.small_files:,} files below {human_size(h.min_file_size)} ({_percent(h.small_file_share)} of "
+        + (f", {count(h.files_without_stats, 'file')} without statistics" if h.files_without_stats else ""),
+        f"small       {h.small_files:,} files below {human_size(h.min_file_size)} ({percent(h.small_file_share)} of "
         f"files, {human_size(h.small_bytes)})",
-        f"deleted     {h.deleted_rows:,} rows by deletion vectors ({_percent(h.deleted_row_share)} of rows) in "
-        f"{_count(h.files_with_deletion_vectors, 'file')}",
-        f"tombstones  {_count(ts.files, 'file')} ({human_size(ts.bytes)}): "
+        f"deleted     {h.deleted_rows:,} rows by deletion vectors ({percent(h.deleted_row_share)} of rows) in "
+        f"{count(h.files_with_deletion_vectors, 'file')}",
+        f"tombstones  {count(ts.files, 'file')} ({human_size(ts.bytes)}): "
         f"{human_size(ts.reclaimable_bytes)} reclaimable now"
-        f" ({_count(ts.reclaimable_files, 'file')}), {human_size(ts.bytes - ts.reclaimable_bytes)} later"
+        f" ({count(ts.reclaimable_files, 'file')}), {human_size(ts.bytes - ts.reclaimable_bytes)} later"
         + (
             f" (from {_when(ts.next_reclaimable_at)}, all by {_when(ts.all_reclaimable_at)})"
             if ts.next_reclaimable_at is not None and ts.all_reclaimable_at is not None
@@ -79,12 +80,12 @@ def health_lines(h: TableHealth) -> list[str]:
         + f"; retention {ts.retention_hours:g} h",
         "log         "
         + (
-            f"{_count(log.commits_since_checkpoint, 'commit')} since checkpoint {log.last_checkpoint_version}"
+            f"{count(log.commits_since_checkpoint, 'commit')} since checkpoint {log.last_checkpoint_version}"
             if log.last_checkpoint_version is not None
-            else f"{_count(log.commits_since_checkpoint, 'commit')}, no checkpoint"
+            else f"{count(log.commits_since_checkpoint, 'commit')}, no checkpoint"
         )
-        + f" (every {log.checkpoint_interval}); {_count(log.log_files, 'file')} ({human_size(log.log_bytes)}); "
-        f"{_count(log.versions_in_log_retention, 'version')} in the {log.log_retention_hours:g} h log retention, "
+        + f" (every {log.checkpoint_interval}); {count(log.log_files, 'file')} ({human_size(log.log_bytes)}); "
+        f"{count(log.versions_in_log_retention, 'version')} in the {log.log_retention_hours:g} h log retention, "
         f"{log.versions_in_file_retention:,} in the {ts.retention_hours:g} h file retention",
         f"optimize    {_last(runs.optimize_version, runs.hours_since_optimize)}",
         f"vacuum      {_last(runs.vacuum_version, runs.hours_since_vacuum)}",
@@ -99,7 +100,7 @@ def health_lines(h: TableHealth) -> list[str]:
                 f"{c.point_query_files:.2f} files per point query, overlap depth {c.average_depth or 0:.2f} "
                 f"average / {c.max_depth} max"
             )
-        without = f", {_count(c.files_without_stats, 'file')} without statistics" if c.files_without_stats else ""
+        without = f", {count(c.files_without_stats, 'file')} without statistics" if c.files_without_stats else ""
         lines.append(f"clustering  {c.column} ({h.clustering_source}): {figures}{without}")
     if h.partition_columns:
         worst = worst_partitions(h.partitions)
@@ -120,14 +121,6 @@ def worst_partitions(partitions: tuple[PartitionHealth, ...], limit: int = WORST
     """The partitions with small files, most first (then most files), at most ``limit``."""
     with_small = [p for p in partitions if p.small_files]
     return sorted(with_small, key=lambda p: (-p.small_files, -p.files))[:limit]
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n:,} {noun}{'' if n == 1 else 's'}"
-
-
-def _percent(share: float) -> str:
-    return f"{share * 100:.1f}%"
 
 
 def _when(ms: int) -> str:

@@ -8,7 +8,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_deltalite.cli.common import add_executor_arguments, make_executor, open_table
-from airflow_provider_deltalite.cli.render import human_size, print_json
+from airflow_provider_deltalite.cli.render import print_json
+from airflow_provider_deltalite.maintenance.wording import human_size
 
 if TYPE_CHECKING:
     from airflow_provider_deltalite.maintenance.health.metrics import TableHealth

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 
 from airflow_provider_deltalite.cli.common import open_table
-from airflow_provider_deltalite.cli.render import describe_document, files_document, human_size, print_json
+from airflow_provider_deltalite.cli.render import describe_document, files_document, print_json
+from airflow_provider_deltalite.maintenance.wording import human_size
 
 
 def cmd_describe(args: argparse.Namespace) -> None:

@@ -15,6 +15,7 @@ from airflow_provider_deltalite.engine.arrow_util import contiguous
 from airflow_provider_deltalite.engine.clustering_domain import clustering_spec
 from airflow_provider_deltalite.engine.snapshot import Snapshot, json_default
 from airflow_provider_deltalite.maintenance.health.histogram import bucket_counts
+from airflow_provider_deltalite.maintenance.wording import human_size
 
 if TYPE_CHECKING:
     from airflow_provider_deltalite.maintenance.optimize_stats import OptimizeStats
@@ -86,16 +87,6 @@ def files_document(snap: Snapshot) -> dict[str, Any]:
 def print_json(doc: Any) -> None:
     """Exactly one JSON document on stdout."""
     sys.stdout.write(json.dumps(doc, default=json_default, ensure_ascii=False) + "\n")
-
-
-def human_size(n: int) -> str:
-    """``1536`` -> ``"1.5 KiB"``."""
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"
 
 
 def change_line(change: dict[str, Any]) -> str:

@@ -13,31 +13,14 @@ from airflow_provider_deltalite.maintenance.health.metrics import (
     TableHealth,
     Tombstones,
 )
+from airflow_provider_deltalite.maintenance.wording import count, human_size, percent, size_unit
 
-_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 # what `clustering_source` says about where the measured columns came from
 _SOURCES = {
     "liquid": "the table's clustering columns",
     "zorder": "the columns of the newest Z-order",
     "given": "the given columns",
 }
-
-
-def size_unit(size: float) -> tuple[str, int]:
-    """The binary unit a size reads best in (at least 1 of it, below 1024 of it) and its size in bytes."""
-    power = 0
-    while power < len(_UNITS) - 1 and abs(size) >= 1024 ** (power + 1):
-        power += 1
-    return _UNITS[power], 1024**power
-
-
-def human_size(size: int) -> str:
-    """``size`` bytes in binary units, one decimal at most: ``512 B``, ``64 KiB``, ``1.5 GiB``."""
-    unit, scale = size_unit(size)
-    if scale == 1:
-        return f"{size:,} B"
-    text = f"{size / scale:.1f}".removesuffix(".0")
-    return f"{text} {unit}"
 
 
 def human_hours(hours: float) -> str:
@@ -53,15 +36,6 @@ def human_hours(hours: float) -> str:
 def utc_time(epoch_ms: int) -> str:
     """An epoch-milliseconds time as ``YYYY-MM-DD HH:MM UTC``."""
     return datetime.fromtimestamp(epoch_ms / 1000, UTC).strftime("%Y-%m-%d %H:%M UTC")
-
-
-def count(number: int, noun: str) -> str:
-    """``1 file``, ``2 files``, ``1,024 files``: a count and its noun (a regular plural)."""
-    return f"{number:,} {noun}" if number == 1 else f"{number:,} {noun}s"
-
-
-def percent(share: float) -> str:
-    return f"{share * 100:.1f}%"
 
 
 def partition_label(partition: PartitionHealth) -> str:
@@ -205,3 +179,6 @@ def _last_runs(health: TableHealth) -> str:
     else:
         vacuum = f"the last VACUUM {human_hours(runs.hours_since_vacuum)} ago (version {runs.vacuum_version:,})"
     return f"{optimize}; {vacuum}."
+
+
+__all__ = ["count", "human_size", "percent", "size_unit"]

@@ -26,22 +26,7 @@ from airflow_provider_deltalite.maintenance.planner.where import (
     logical_names,
     partitions_predicate,
 )
-
-KIB = 1024
-
-
-def human_size(n: float) -> str:
-    """``16777216`` -> ``"16 MiB"`` (the unit that keeps the number below 1024)."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < KIB or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" or float(n).is_integer() else f"{n:.1f} {unit}"
-        n /= KIB
-    raise AssertionError("unreachable")
-
-
-def count(n: int, noun: str) -> str:
-    """``1 file``, ``2 files``."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+from airflow_provider_deltalite.maintenance.wording import count, human_size
 
 
 def partition_label(values: Mapping[str, str | None], logical: Mapping[str, str] | None = None) -> str:
