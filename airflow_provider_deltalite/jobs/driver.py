@@ -51,6 +51,7 @@ from airflow_provider_deltalite.cli.arguments import (
 from airflow_provider_deltalite.engine import DeltaLiteError
 from airflow_provider_deltalite.engine.storage import normalize_table_uri
 from airflow_provider_deltalite.maintenance.options import (
+    MaintainOptions,
     MaintenanceOptions,
     OptimizeOptions,
     VacuumOptions,
@@ -110,6 +111,20 @@ def _run_vacuum(table: DeltaTable, options: VacuumOptions, executor: Executor) -
     return vacuum(table, options, executor=executor)
 
 
+def _run_maintain(table: DeltaTable, options: MaintainOptions, executor: Executor) -> Any:
+    from airflow_provider_deltalite.maintenance.planner import MaintenancePlan, run_plan
+
+    return run_plan(table, MaintenancePlan.from_dict(options.plan_dict(table.uri)), executor=executor)
+
+
+def _no_flags(parser: argparse.ArgumentParser) -> None:
+    """The maintain job has no option flags: its plan is one document."""
+
+
+def _maintain_from_flags(args: argparse.Namespace, table_uri: str | None) -> MaintenanceOptions:
+    raise BadInput("the maintain job takes its plan as --options (a MaintainOptions JSON object)")
+
+
 # Later subcommands add an entry here.
 COMMANDS: dict[str, Command] = {
     "optimize": Command(
@@ -124,6 +139,9 @@ COMMANDS: dict[str, Command] = {
     ),
     "vacuum": Command(
         "delete files the table no longer references", VacuumOptions, add_vacuum_arguments, vacuum_options, _run_vacuum
+    ),
+    "maintain": Command(
+        "run the actions of a maintenance plan", MaintainOptions, _no_flags, _maintain_from_flags, _run_maintain
     ),
 }
 
