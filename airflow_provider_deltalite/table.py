@@ -31,9 +31,13 @@ from airflow_provider_deltalite.maintenance.options import (
 
 # The operations load in the methods that run them: `deltalite describe` and other readers never pay for them.
 if TYPE_CHECKING:
+    from datetime import datetime
+
+    from airflow_provider_deltalite.engine.snapshot import Snapshot
     from airflow_provider_deltalite.maintenance.changes import ChangeSet
     from airflow_provider_deltalite.maintenance.checkpoint import CheckpointResult
     from airflow_provider_deltalite.maintenance.executor import Executor
+    from airflow_provider_deltalite.maintenance.health.metrics import TableHealth
     from airflow_provider_deltalite.maintenance.optimize_stats import OptimizeStats
     from airflow_provider_deltalite.maintenance.rewrites import OptimizeProgress
     from airflow_provider_deltalite.maintenance.vacuum import VacuumProgress
@@ -49,8 +53,8 @@ class DeltaTable(Table):
             ``deltalite_*`` configure deltalite itself (single-writer mode, storage retries).
         filesystem: a ready fsspec filesystem to use instead of building one from ``uri`` and ``storage_options``.
 
-    Reading: `snapshot`, `latest_version`, `version_at`, `history`, `changes`. Maintenance: `optimize`, `zorder`,
-    `vacuum`, `checkpoint`. Writing through the engine: `transaction`.
+    Reading: `snapshot`, `latest_version`, `version_at`, `history`, `changes`, `health`. Maintenance: `optimize`,
+    `zorder`, `vacuum`, `checkpoint`. Writing through the engine: `transaction`.
     """
 
     def optimize(
@@ -233,3 +237,36 @@ class DeltaTable(Table):
         from airflow_provider_deltalite.maintenance.checkpoint import checkpoint
 
         return checkpoint(self, cleanup_log=cleanup_log)
+
+    def health(
+        self,
+        *,
+        columns: Sequence[str] | None = None,
+        min_file_size: int | None = None,
+        now: datetime | int | str | None = None,
+        snapshot: Snapshot | None = None,
+    ) -> TableHealth:
+        """The table's health from its log and file statistics (no data file is read): files and their size
+        histogram, small files, rows deleted by deletion vectors, clustering quality, what VACUUM would reclaim and
+        when, the log's checkpoint lag and size, and the last OPTIMIZE and VACUUM; per partition and in total.
+
+        Args:
+            columns: measure clustering on these columns (default: the liquid clustering columns, else those of the
+                newest Z-order in the log, else none).
+            min_file_size: files below it are small (default: ``delta.targetFileSize``, else 1 GiB, as OPTIMIZE).
+            now: the time ages and retention are measured at (datetime, epoch ms or ISO-8601; default: now).
+            snapshot: a snapshot of this table already loaded (default: the latest version).
+
+        Example:
+            >>> health = DeltaTable("/data/events").health(columns=["user_id"])  # doctest: +SKIP
+            >>> health.small_files, health.tombstones.reclaimable_bytes  # doctest: +SKIP
+            (412, 73400320)
+            >>> health.to_dict()["clustering"][0]["averageDepth"]  # doctest: +SKIP
+            3.5
+
+        Returns:
+            TableHealth (`maintenance.health.metrics` defines every figure).
+        """
+        from airflow_provider_deltalite.maintenance.health.compute import table_health
+
+        return table_health(self, snapshot=snapshot, columns=columns, min_file_size=min_file_size, now=now)

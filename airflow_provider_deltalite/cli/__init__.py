@@ -1,8 +1,8 @@
 """The `deltalite` command line: readable summaries on a terminal, one JSON document with --json, errors as one line.
 
 One module per group of subcommands: `read` (describe, files, history, scan), `maintenance` (optimize, zorder,
-vacuum, checkpoint), `tail` (changes, watch); `arguments` turns the maintenance options into their options objects
-(shared with the spark-submit job), `render` prints, `common` opens tables and executors.
+vacuum, checkpoint), `tail` (changes, watch), `health`; `arguments` turns the maintenance options into their options
+objects (shared with the spark-submit job), `render` prints, `common` opens tables and executors.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from airflow_provider_deltalite.cli.common import (
     non_negative,
     positive_seconds,
 )
+from airflow_provider_deltalite.cli.health import add_health_arguments, cmd_health
 from airflow_provider_deltalite.cli.maintenance import (
     add_writer_arguments,
     cmd_checkpoint,
@@ -83,6 +84,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", help="write the rows to this Parquet file")
     p.set_defaults(func=cmd_scan)
 
+    p = sub.add_parser("health", parents=[common], help="small files, deleted rows, clustering, tombstones, the log")
+    add_health_arguments(p)
+    p.set_defaults(func=cmd_health)
+
     p = sub.add_parser("checkpoint", parents=[common], help="write a checkpoint of the latest version")
     p.add_argument("table")
     p.add_argument("--cleanup-log", action="store_true", help="then delete log files past delta.logRetentionDuration")
@@ -134,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        with pandas_kept_out(args.command, getattr(args, "executor", None)):
+        with pandas_kept_out(args.command, getattr(args, "executor", None), getattr(args, "html", None) is not None):
             args.func(args)
     except DeltaLiteError as exc:
         sys.stderr.write(f"deltalite: error: {exc}\n")

@@ -14,6 +14,7 @@ import pyarrow as pa
 from airflow_provider_deltalite.engine.arrow_util import contiguous
 from airflow_provider_deltalite.engine.clustering_domain import clustering_spec
 from airflow_provider_deltalite.engine.snapshot import Snapshot, json_default
+from airflow_provider_deltalite.maintenance.health.histogram import bucket_counts
 
 if TYPE_CHECKING:
     from airflow_provider_deltalite.maintenance.optimize_stats import OptimizeStats
@@ -27,8 +28,8 @@ _SIZE_BINS = ((1 << 20, "<1MB"), (8 << 20, "<8MB"), (64 << 20, "<64MB"), (128 <<
 def size_histogram(sizes: Sequence[int] | pa.Array) -> dict[str, int]:
     """How many files fall under 1 MB, 8 MB, 64 MB, 128 MB, 1 GB, and above."""
     values = sizes.to_numpy(zero_copy_only=False) if isinstance(sizes, pa.Array) else np.asarray(sizes, np.int64)
-    # bin i holds the sizes below limit i and at or above limit i - 1; the last bin is everything at or above 1 GB
-    counts = np.bincount(np.searchsorted([limit for limit, _ in _SIZE_BINS], values, side="right"), minlength=6)
+    # bucket i holds the sizes below limit i and at or above limit i - 1; the last one everything at or above 1 GB
+    counts, _ = bucket_counts(values, (0, *(limit for limit, _ in _SIZE_BINS)))
     return dict(zip([label for _, label in _SIZE_BINS] + [">=1GB"], (int(c) for c in counts), strict=True))
 
 

@@ -12,7 +12,7 @@ from typing import Any
 # to microseconds): they run without pandas. Not `scan`, which prints whatever rows it reads, nor `demo` (Airflow and
 # Spark), nor any command on the Spark executor (PySpark's driver uses pandas).
 PANDAS_FREE_COMMANDS = frozenset(
-    {"describe", "files", "history", "checkpoint", "optimize", "zorder", "vacuum", "changes", "watch"}
+    {"describe", "files", "history", "health", "checkpoint", "optimize", "zorder", "vacuum", "changes", "watch"}
 )
 
 
@@ -34,11 +34,12 @@ class PandasBlocker(importlib.abc.MetaPathFinder):
 
 
 @contextlib.contextmanager
-def pandas_kept_out(command: str, executor: str | None) -> Iterator[bool]:
+def pandas_kept_out(command: str, executor: str | None, draws: bool = False) -> Iterator[bool]:
     """Block pandas while the block runs when ``command`` on ``executor`` (None: a command without one) never needs
-    it and it is not imported yet; yields whether it does. Scoped, not for the whole process: `main` also runs inside
+    it and it is not imported yet; yields whether it does. ``draws``: the command also draws charts (``health
+    --html``), whose plotting library may use pandas. Scoped, not for the whole process: `main` also runs inside
     other programs (tests, a notebook) that may use pandas afterwards."""
-    if command not in PANDAS_FREE_COMMANDS or executor not in (None, "local") or "pandas" in sys.modules:
+    if draws or command not in PANDAS_FREE_COMMANDS or executor not in (None, "local") or "pandas" in sys.modules:
         yield False
         return
     blocker = PandasBlocker()

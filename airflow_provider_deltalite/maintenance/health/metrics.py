@@ -45,14 +45,15 @@ class SizeBucket:
 @dataclass(frozen=True)
 class ColumnClustering:
     """How well the files are clustered on one column, from their min/max statistics (per partition, or for the
-    table as the file-weighted mean over its partitions: a point query is assumed to be pruned to one partition).
+    table as the mean over its partitions weighted by their ``files_with_stats``, ``max_depth`` the largest of theirs:
+    a point query is assumed to be pruned to one partition).
 
     - ``point_query_files``: the mean, over the files with statistics, of how many files' ``[min, max]`` contain that
       file's ``min``: how many files a point query on a value the table holds must read. 1.0 is perfect.
     - ``average_depth`` / ``max_depth``: Snowflake-style overlap depth: sweep the sorted ``min``/``max`` bounds; the
       depth of each elementary interval between consecutive distinct bounds that some file covers is the number of
       files covering it; ``average_depth`` is their mean (each interval counted once), ``max_depth`` the largest.
-      A file whose ``min == max`` covers a single point, counted as one interval.
+      A file whose ``min == max`` covers a single point, counted as one interval as deep as the files holding it.
     - ``files_with_stats``: files with both a min and a max for the column (others cannot be skipped on it and are
       left out of the figures above; ``files_without_stats`` counts them).
     """
@@ -67,7 +68,9 @@ class ColumnClustering:
 
 @dataclass(frozen=True)
 class PartitionHealth:
-    """One partition (``partition_values`` as written in the log; ``{}`` for an unpartitioned table)."""
+    """One partition (``partition_values`` as written in the log; ``{}`` for an unpartitioned table). A partition
+    whose files are all removed still appears while tombstones of it remain (``files`` 0); a tombstone without
+    partition values counts for the table only."""
 
     partition_values: dict[str, str | None]
     files: int
@@ -96,8 +99,9 @@ class Tombstones:
     files_without_size: int  # remove actions without a size (counted in ``files``, not in ``bytes``)
     reclaimable_files: int  # reclaimable now
     reclaimable_bytes: int
-    next_reclaimable_at: int | None  # when the first tombstone that is not reclaimable yet becomes so
-    all_reclaimable_at: int | None  # when the last one does
+    # deletionTimestamp + retention of the first / the last tombstone not reclaimable yet (None: none is pending)
+    next_reclaimable_at: int | None
+    all_reclaimable_at: int | None
     # (day "YYYY-MM-DD" in UTC, files, bytes) of the tombstones that become reclaimable on that day; past days are
     # folded into the first entry (today)
     reclaimable_by_day: tuple[tuple[str, int, int], ...]
@@ -129,7 +133,9 @@ class LastRuns:
     vacuum_version: int | None  # VACUUM END
     vacuum_timestamp: int | None
     hours_since_vacuum: float | None
-    zorder_columns: tuple[str, ...]  # the zOrderBy of the newest Z-order in the log, () if none
+    # the zOrderBy of the newest Z-order in the log, () if none; looked for past the newest OPTIMIZE only when the
+    # clustering columns may come from it (none given, no liquid clustering columns): the history read stays bounded
+    zorder_columns: tuple[str, ...]
 
 
 @dataclass(frozen=True)

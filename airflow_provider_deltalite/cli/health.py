@@ -1,0 +1,140 @@
+"""`deltalite health`: a table's health from its log and file statistics, as a few plain lines, JSON, or a page."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from airflow_provider_deltalite.cli.common import open_table
+from airflow_provider_deltalite.cli.render import human_size, print_json
+from airflow_provider_deltalite.maintenance.options import split_columns
+
+if TYPE_CHECKING:
+    from airflow_provider_deltalite.maintenance.health.metrics import PartitionHealth, TableHealth
+
+WORST_PARTITIONS = 20
+
+
+def positive_bytes(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number of bytes: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of bytes: {value}")
+    return value
+
+
+def add_health_arguments(p: argparse.ArgumentParser) -> None:
+    """``TABLE``, ``--columns``, ``--min-file-size`` and ``--html``."""
+    p.add_argument("table")
+    p.add_argument("--columns", help="measure clustering on these columns (a,b; default: clustering or Z-order ones)")
+    p.add_argument(
+        "--min-file-size", type=positive_bytes, metavar="BYTES", help="files below it are small (default: OPTIMIZE's)"
+    )
+    p.add_argument("--html", metavar="FILE", help="also write a self-contained page with the charts to FILE")
+
+
+def cmd_health(args: argparse.Namespace) -> None:
+    columns = None
+    if args.columns is not None:
+        columns = split_columns(args.columns)
+        if columns is None:
+            raise ValueError(f"--columns: a column name is empty in {args.columns!r}")
+    table = open_table(args)
+    health = table.health(snapshot=table.snapshot(), columns=columns, min_file_size=args.min_file_size)
+    if args.html:
+        # by name: the page module is written beside this one (report/health_page.py) and loads its plotting library
+        page = importlib.import_module("airflow_provider_deltalite.report.health_page")
+        page.write_health_page(health, args.html)
+    if args.json:
+        return print_json(health.to_dict())
+    for line in health_lines(health):
+        print(line)
+    if args.html:
+        print(f"page        {args.html}")
+
+
+def health_lines(h: TableHealth) -> list[str]:
+    """The readable summary: the table's figures, then the partitions with the most small files."""
+    ts, log, runs = h.tombstones, h.log, h.last_runs
+    lines = [
+        f"table       {h.table_uri} (version {h.version})",
+        f"files       {h.files:,} ({human_size(h.bytes)}), {h.rows:,} rows"
+        + (f", {_count(h.files_without_stats, 'file')} without statistics" if h.files_without_stats else ""),
+        f"small       {h.small_files:,} files below {human_size(h.min_file_size)} ({_percent(h.small_file_share)} of "
+        f"files, {human_size(h.small_bytes)})",
+        f"deleted     {h.deleted_rows:,} rows by deletion vectors ({_percent(h.deleted_row_share)} of rows) in "
+        f"{_count(h.files_with_deletion_vectors, 'file')}",
+        f"tombstones  {_count(ts.files, 'file')} ({human_size(ts.bytes)}): "
+        f"{human_size(ts.reclaimable_bytes)} reclaimable now"
+        f" ({_count(ts.reclaimable_files, 'file')}), {human_size(ts.bytes - ts.reclaimable_bytes)} later"
+        + (
+            f" (from {_when(ts.next_reclaimable_at)}, all by {_when(ts.all_reclaimable_at)})"
+            if ts.next_reclaimable_at is not None and ts.all_reclaimable_at is not None
+            else ""
+        )
+        + f"; retention {ts.retention_hours:g} h",
+        "log         "
+        + (
+            f"{log.commits_since_checkpoint:,} commits since checkpoint {log.last_checkpoint_version}"
+            if log.last_checkpoint_version is not None
+            else f"{log.commits_since_checkpoint:,} commits, no checkpoint"
+        )
+        + f" (every {log.checkpoint_interval}); {_count(log.log_files, 'file')} ({human_size(log.log_bytes)}); "
+        f"{log.versions_in_log_retention:,} versions in the {log.log_retention_hours:g} h log retention, "
+        f"{log.versions_in_file_retention:,} in the {ts.retention_hours:g} h file retention",
+        f"optimize    {_last(runs.optimize_version, runs.hours_since_optimize)}",
+        f"vacuum      {_last(runs.vacuum_version, runs.hours_since_vacuum)}",
+    ]
+    if not h.clustering:
+        lines.append("clustering  - (no clustering or Z-order columns; pass --columns)")
+    for c in h.clustering:
+        if c.point_query_files is None:
+            figures = "no min/max statistics"
+        else:
+            figures = (
+                f"{c.point_query_files:.2f} files per point query, overlap depth {c.average_depth or 0:.2f} "
+                f"average / {c.max_depth} max"
+            )
+        without = f", {_count(c.files_without_stats, 'file')} without statistics" if c.files_without_stats else ""
+        lines.append(f"clustering  {c.column} ({h.clustering_source}): {figures}{without}")
+    if h.partition_columns:
+        worst = worst_partitions(h.partitions)
+        if not worst:
+            lines.append("partitions  none has small files")
+        else:
+            lines.append(f"partitions with the most small files ({len(worst)} of {len(h.partitions):,})")
+            for p in worst:
+                values = ", ".join(f"{k}={'null' if v is None else v}" for k, v in p.partition_values.items())
+                lines.append(
+                    f"  {values}: {p.small_files:,} of {p.files:,} files small ({human_size(p.small_bytes)}), "
+                    f"{p.deleted_rows:,} rows deleted, {human_size(p.tombstone_bytes)} in tombstones"
+                )
+    return lines
+
+
+def worst_partitions(partitions: tuple[PartitionHealth, ...], limit: int = WORST_PARTITIONS) -> list[PartitionHealth]:
+    """The partitions with small files, most first (then most files), at most ``limit``."""
+    with_small = [p for p in partitions if p.small_files]
+    return sorted(with_small, key=lambda p: (-p.small_files, -p.files))[:limit]
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+def _percent(share: float) -> str:
+    return f"{share * 100:.1f}%"
+
+
+def _when(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _last(version: int | None, hours: float | None) -> str:
+    if version is None or hours is None:
+        return "none in the log"
+    return f"version {version}, {hours:.1f} h ago"

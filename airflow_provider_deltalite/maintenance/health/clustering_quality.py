@@ -1,0 +1,79 @@
+"""Clustering quality of one column from the files' min/max statistics: point-query files and overlap depth.
+
+Everything is counted per group (a partition) in O(n log n) without a loop per file: the bounds are replaced by their
+dense ranks (any orderable Arrow type, strings included), shifted by ``group * (ranks + 1)`` so that the groups occupy
+disjoint key ranges, and sorted once; every count is then a difference of two ``searchsorted`` positions. Counting
+"files whose min is at most k" minus "files whose max is below k" over all groups at once only counts files of the
+key's own group: a file of an earlier group is in both counts, one of a later group in neither.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+
+@dataclass(frozen=True)
+class GroupClustering:
+    """Per-group sums for one column (arrays indexed by group), from which the figures of `ColumnClustering` follow:
+    ``point_query_files = point_query_sum / files_with_stats``, ``average_depth = depth_sum / intervals``."""
+
+    files_with_stats: np.ndarray
+    point_query_sum: np.ndarray
+    depth_sum: np.ndarray
+    intervals: np.ndarray
+    max_depth: np.ndarray
+
+
+def group_clustering(mins: pa.Array, maxs: pa.Array, groups: np.ndarray, n_groups: int) -> GroupClustering:
+    """The clustering sums per group of the files whose ``mins[i]`` and ``maxs[i]`` are both set.
+
+    Args:
+        mins / maxs: the column's min and max per file (same type, nulls where the file has no statistic).
+        groups: the group (partition) index of each file, ``0 <= groups[i] < n_groups``.
+    """
+    zeros = np.zeros(n_groups, np.int64)
+    valid = pc.and_(mins.is_valid(), maxs.is_valid()).to_numpy(zero_copy_only=False)
+    if not valid.any():
+        return GroupClustering(zeros, zeros.astype(np.float64), zeros.copy(), zeros.copy(), zeros.copy())
+    keep = pa.array(valid)
+    lo_values, hi_values = mins.filter(keep), maxs.filter(keep)
+    g = np.asarray(groups, np.int64)[valid]
+    n = len(lo_values)
+    ranks = pc.rank(pa.concat_arrays([lo_values, hi_values.cast(lo_values.type)]), tiebreaker="dense")
+    ranks_np = ranks.to_numpy(zero_copy_only=False).astype(np.int64)
+    stride = int(ranks_np.max()) + 1
+    lo = g * stride + ranks_np[:n]
+    hi = g * stride + ranks_np[n:]
+    # a max below its min (a writer's bug) would count negatively: treat the file as the point of its min
+    hi = np.maximum(hi, lo)
+    lo_sorted = np.sort(lo)
+    hi_sorted = np.sort(hi)
+
+    def covering(keys: np.ndarray) -> np.ndarray:  # files with lo <= k <= hi
+        return np.searchsorted(lo_sorted, keys, side="right") - np.searchsorted(hi_sorted, keys, side="left")
+
+    files_with_stats = np.bincount(g, minlength=n_groups).astype(np.int64)
+    point_query_sum = np.bincount(g, weights=covering(lo), minlength=n_groups)
+
+    # elementary intervals [u_j, u_j+1] between consecutive distinct bounds: files with lo <= u_j < hi cover it
+    bounds = np.unique(np.concatenate((lo, hi)))
+    open_depth = np.searchsorted(lo_sorted, bounds[:-1], side="right") - np.searchsorted(
+        hi_sorted, bounds[:-1], side="right"
+    )
+    covered = open_depth > 0
+    interval_depth = open_depth[covered]
+    interval_group = bounds[:-1][covered] // stride
+    # a file whose min equals its max covers one point, an interval of its own, as deep as the files holding it
+    points = np.unique(lo[lo == hi])
+    point_depth = covering(points)
+    depth = np.concatenate((interval_depth, point_depth)).astype(np.int64)
+    depth_group = np.concatenate((interval_group, points // stride)).astype(np.int64)
+    depth_sum = np.bincount(depth_group, weights=depth, minlength=n_groups).astype(np.int64)
+    intervals = np.bincount(depth_group, minlength=n_groups).astype(np.int64)
+    max_depth = np.zeros(n_groups, np.int64)
+    np.maximum.at(max_depth, depth_group, depth)
+    return GroupClustering(files_with_stats, point_query_sum, depth_sum, intervals, max_depth)

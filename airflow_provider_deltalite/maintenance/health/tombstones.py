@@ -1,0 +1,60 @@
+"""Tombstones: the files only `remove` actions still point at, what VACUUM reclaims now, and when the rest follows."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from airflow_provider_deltalite.engine.arrow_util import contiguous
+from airflow_provider_deltalite.maintenance.health.metrics import Tombstones
+
+DAY_MS = 86_400_000
+HOUR_MS = 3_600_000
+
+
+def dead_tombstones(tombstones: pa.Table, live_paths: pa.Array) -> pa.Table:
+    """The surviving `remove` actions whose file is not live again (a file re-added, or kept with a new deletion
+    vector, still holds its bytes: VACUUM keeps it)."""
+    if not tombstones.num_rows:
+        return tombstones
+    paths = contiguous(tombstones.column("path"))
+    dead = pc.invert(pc.is_in(paths, value_set=contiguous(live_paths))).fill_null(True)
+    return tombstones.filter(dead)
+
+
+def tombstone_figures(tombstones: pa.Table, retention_ms: int, now_ms: int) -> Tombstones:
+    """`Tombstones` of the dead tombstones (see `dead_tombstones`) under ``retention_ms``, at ``now_ms``.
+
+    A tombstone becomes reclaimable at ``deletionTimestamp + retention_ms`` (VACUUM's horizon, ``now - retention``,
+    must pass its deletion time); one without a deletionTimestamp counts as deleted at the epoch, as VACUUM reads it.
+    """
+    deleted = contiguous(tombstones.column("deletionTimestamp")).fill_null(0).to_numpy(zero_copy_only=False)
+    size_column = contiguous(tombstones.column("size"))
+    sizes = size_column.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    due = deleted.astype(np.int64) + retention_ms
+    reclaimable = due < now_ms
+    pending = due[~reclaimable]
+    today = now_ms - now_ms % DAY_MS
+    day = np.maximum(due - due % DAY_MS, today)
+    by_day = []
+    if len(day):
+        days, inverse = np.unique(day, return_inverse=True)
+        files = np.bincount(inverse, minlength=len(days))
+        bytes_ = np.bincount(inverse, weights=sizes, minlength=len(days))
+        for d, f, b in zip(days, files, bytes_, strict=True):
+            label = datetime.fromtimestamp(int(d) / 1000, UTC).strftime("%Y-%m-%d")
+            by_day.append((label, int(f), int(b)))
+    return Tombstones(
+        retention_hours=retention_ms / HOUR_MS,
+        files=len(sizes),
+        bytes=int(sizes.sum()),
+        files_without_size=size_column.null_count,
+        reclaimable_files=int(reclaimable.sum()),
+        reclaimable_bytes=int(sizes[reclaimable].sum()),
+        next_reclaimable_at=int(pending.min()) if len(pending) else None,
+        all_reclaimable_at=int(pending.max()) if len(pending) else None,
+        reclaimable_by_day=tuple(by_day),
+    )

@@ -1,0 +1,228 @@
+"""table_health on hand-built logs: every expected figure is computed by hand from the actions written here."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_deltalite.engine.errors import InvalidArgument
+from airflow_provider_deltalite.maintenance.health import SIZE_BUCKET_EDGES, ColumnClustering, table_health
+from airflow_provider_deltalite.table import DeltaTable
+from tests.maintenance.health_tables import HOUR, MIB, add, commit, field, info, metadata, protocol, remove, stats
+
+NOW = int(datetime(2024, 3, 10, 12, tzinfo=UTC).timestamp() * 1000)
+D1, D2, GONE = {"date": "2024-01-01"}, {"date": "2024-01-02"}, {"date": "2023-12-31"}
+NULL = {"date": None}
+
+
+def partitioned_table(root: Path) -> Path:
+    """Partitioned by date (one null partition), a DV, three tombstones, a Z-order then a compaction, a VACUUM."""
+    t = root / "events"
+    fields = [field("date", "string"), field("id", "long"), field("name", "string")]
+    meta = metadata(
+        fields,
+        ["date"],
+        **{"delta.targetFileSize": str(100 * MIB), "delta.logRetentionDuration": "interval 240 hours"},
+    )
+    dv = ["deletionVectors"]
+    commit(t, 0, [protocol(dv, dv), meta, info("CREATE TABLE", NOW - 300 * HOUR)], NOW - 300 * HOUR)
+    files = [
+        add("f1", 10 * MIB, D1, stats(100, "id", 0, 99)),
+        add("f2", 200 * MIB, D1, stats(1000, "id", 50, 149)),
+        add("f3", 50 * MIB, D1, stats(500, "id", 200, 299)),
+        add("f4", 300 * MIB, D2, stats(2000, "id", 0, 999)),
+        add("f5", 1 * MIB, D2),  # no statistics
+        add("f6", 5 * MIB, NULL, stats(10, "id", 7, 7)),
+        add("f7", 5 * MIB, NULL, stats(10, "id", 7, 7)),
+        add("o1", 20 * MIB, D1, stats(1, "id", 0, 0)),
+        add("o2", 30 * MIB, D2, stats(1, "id", 0, 0)),
+        add("o3", 40 * MIB, GONE, stats(1, "id", 0, 0)),
+    ]
+    commit(t, 1, [*files, info("WRITE", NOW - 250 * HOUR)], NOW - 250 * HOUR)
+    commit(t, 2, [remove("o1", 20 * MIB, NOW - 200 * HOUR, D1), info("DELETE", 0)], NOW - 200 * HOUR)
+    commit(t, 3, [info("OPTIMIZE", 0, zOrderBy=["id"], predicate=[])], NOW - 150 * HOUR)
+    commit(t, 4, [info("VACUUM END", 0, status="COMPLETED")], NOW - 120 * HOUR)
+    commit(t, 5, [remove("o3", 40 * MIB, NOW - 100 * HOUR, GONE), info("DELETE", 0)], NOW - 100 * HOUR)
+    # a DELETE with deletion vectors: the file stays live under a new DV, its old entry's tombstone frees nothing
+    dv_commit = [remove("f2", 200 * MIB, NOW - 50 * HOUR, D1), add("f2", 200 * MIB, D1, stats(1000, "id", 50, 149), 10)]
+    commit(t, 6, [*dv_commit, info("DELETE", 0)], NOW - 50 * HOUR)
+    commit(t, 7, [info("OPTIMIZE", 0, zOrderBy=[], predicate=[])], NOW - 20 * HOUR)
+    commit(t, 8, [remove("o2", 30 * MIB, NOW - 10 * HOUR, D2), info("DELETE", 0)], NOW - 10 * HOUR)
+    return t
+
+
+def test_partitioned_table_with_dvs_tombstones_and_a_zorder(tmp_path: Path) -> None:
+    t = partitioned_table(tmp_path)
+    h = DeltaTable(str(t)).health(now=NOW)
+    assert (h.version, h.computed_at, h.partition_columns, h.min_file_size) == (8, NOW, ("date",), 100 * MIB)
+    assert (h.files, h.bytes, h.rows, h.files_without_stats) == (7, 571 * MIB, 3620, 1)
+    # small (< 100 MiB): f1 10, f3 50, f5 1, f6 5, f7 5
+    assert (h.small_files, h.small_bytes, h.small_file_share) == (5, 71 * MIB, 5 / 7)
+    assert (h.deleted_rows, h.deleted_row_share, h.files_with_deletion_vectors) == (10, 10 / 3620, 1)
+    histogram = {(b.lower, b.upper): (b.files, b.bytes) for b in h.size_histogram}
+    assert [b.lower for b in h.size_histogram] == list(SIZE_BUCKET_EDGES)
+    assert {k: v for k, v in histogram.items() if v != (0, 0)} == {
+        (MIB, 4 * MIB): (1, MIB),
+        (4 * MIB, 16 * MIB): (3, 20 * MIB),
+        (16 * MIB, 64 * MIB): (1, 50 * MIB),
+        (64 * MIB, 256 * MIB): (1, 200 * MIB),
+        (256 * MIB, 1024 * MIB): (1, 300 * MIB),
+    }
+
+    # clustering on the Z-order's column (the newest OPTIMIZE, v7, is a compaction; v3 is the Z-order)
+    assert (h.clustering_columns, h.clustering_source, h.last_runs.zorder_columns) == (("id",), "zorder", ("id",))
+    # 2024-01-01: [0,99] [50,149] [200,299]: point queries 1+2+1; intervals [0,50]=1 [50,99]=2 [99,149]=1 [200,299]=1
+    # 2024-01-02: [0,999] (f5 has no stats); null: two files [7,7]: point queries 2+2, one point interval of depth 2
+    day1 = ColumnClustering("id", 3, 0, 4 / 3, 5 / 4, 2)
+    day2 = ColumnClustering("id", 1, 1, 1.0, 1.0, 1)
+    null = ColumnClustering("id", 2, 0, 2.0, 2.0, 2)
+    assert h.clustering == (ColumnClustering("id", 6, 1, 9 / 6, (5 / 4 * 3 + 1 * 1 + 2 * 2) / 6, 2),)
+
+    # partitions: null first, then by value; the dropped partition holds a tombstone only
+    got = [(p.partition_values, p.files, p.bytes, p.rows, p.small_files, p.small_bytes) for p in h.partitions]
+    assert got == [
+        (NULL, 2, 10 * MIB, 20, 2, 10 * MIB),
+        (GONE, 0, 0, 0, 0, 0),
+        (D1, 3, 260 * MIB, 1600, 2, 60 * MIB),
+        (D2, 2, 301 * MIB, 2000, 1, MIB),
+    ]
+    got = [(p.deleted_rows, p.files_with_deletion_vectors, p.tombstone_files, p.tombstone_bytes) for p in h.partitions]
+    assert got == [(0, 0, 0, 0), (0, 0, 1, 40 * MIB), (10, 1, 1, 20 * MIB), (0, 0, 1, 30 * MIB)]
+    assert [p.clustering for p in h.partitions] == [
+        (null,),
+        (ColumnClustering("id", 0, 0, None, None, None),),
+        (day1,),
+        (day2,),
+    ]
+
+    # tombstones (168 h): o1 due 32 h ago; o3 due in 68 h (Mar 13 08:00); o2 in 158 h (Mar 17 02:00); f2 is live
+    ts = h.tombstones
+    assert (ts.retention_hours, ts.files, ts.bytes, ts.files_without_size) == (168.0, 3, 90 * MIB, 0)
+    assert (ts.reclaimable_files, ts.reclaimable_bytes) == (1, 20 * MIB)
+    assert (ts.next_reclaimable_at, ts.all_reclaimable_at) == (NOW + 68 * HOUR, NOW + 158 * HOUR)
+    assert ts.reclaimable_by_day == (
+        ("2024-03-10", 1, 20 * MIB),
+        ("2024-03-13", 1, 40 * MIB),
+        ("2024-03-17", 1, 30 * MIB),
+    )
+
+    log = h.log
+    sizes = [p.stat().st_size for p in (t / "_delta_log").iterdir()]
+    assert (log.version, log.last_checkpoint_version, log.commits_since_checkpoint, log.checkpoint_interval) == (
+        8,
+        None,
+        9,
+        10,
+    )
+    assert (log.log_files, log.log_bytes, log.log_retention_hours, log.oldest_version) == (9, sum(sizes), 240.0, 0)
+    # commits at -300 -250 -200 -150 -120 -100 -50 -20 -10 hours: 7 within 240 h, 6 within 168 h
+    assert (log.versions_in_log_retention, log.versions_in_file_retention) == (7, 6)
+
+    runs = h.last_runs
+    assert (runs.optimize_version, runs.optimize_timestamp, runs.hours_since_optimize) == (7, NOW - 20 * HOUR, 20.0)
+    assert (runs.vacuum_version, runs.vacuum_timestamp, runs.hours_since_vacuum) == (4, NOW - 120 * HOUR, 120.0)
+
+    doc = h.to_dict()
+    assert doc["tombstones"]["reclaimableBytes"] == 20 * MIB
+    assert doc["partitions"][0]["partitionValues"] == {"date": None}
+
+
+def test_given_columns_and_minimum_size_override_the_defaults(tmp_path: Path) -> None:
+    t = partitioned_table(tmp_path)
+    h = DeltaTable(str(t)).health(columns=["name"], min_file_size=6 * MIB, now=NOW)
+    # no file has name statistics: measured on nothing, every file counted without stats
+    assert (h.clustering_source, h.clustering) == ("given", (ColumnClustering("name", 0, 7, None, None, None),))
+    assert (h.small_files, h.small_bytes) == (3, 11 * MIB)  # f5 1, f6 5, f7 5
+    # the newest OPTIMIZE is not a Z-order and the columns were given: the older Z-order is not looked for
+    assert h.last_runs.zorder_columns == ()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"columns": ["nope"]}, "column 'nope' is not in the table schema"),
+        ({"columns": ["date"]}, "column 'date' is a partition column"),
+        ({"min_file_size": -1}, "min_file_size must be a positive number of bytes, got -1"),
+        ({"now": "yesterday"}, "now: not a timestamp: 'yesterday'"),
+    ],
+)
+def test_bad_arguments_name_the_problem(tmp_path: Path, kwargs: dict, message: str) -> None:
+    t = partitioned_table(tmp_path)
+    with pytest.raises(InvalidArgument, match=message.replace("(", r"\(")):
+        table_health(DeltaTable(str(t)), **kwargs)
+
+
+def test_liquid_clustered_table_is_measured_on_its_string_clustering_column(tmp_path: Path) -> None:
+    t = tmp_path / "liquid"
+    writer = ["domainMetadata", "clustering"]
+    domain = {"domain": "delta.clustering", "configuration": '{"clusteringColumns": [["name"]]}', "removed": False}
+    meta = metadata([field("id", "long"), field("name", "string")])
+    files = [
+        add(path, MIB, None, stats(1, "name", lo, hi))
+        for path, lo, hi in [
+            ("a", "apple", "cherry"),
+            ("b", "banana", "date"),
+            ("c", "cherry", "cherry"),
+            ("d", "fig", "grape"),
+            ("e", "elder", "fig"),
+        ]
+    ]
+    commit(t, 0, [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": writer}}, meta], NOW)
+    commit(t, 1, [{"domainMetadata": domain}, *files], NOW)
+    h = table_health(DeltaTable(str(t)), now=NOW)
+    assert (h.clustering_columns, h.clustering_source) == (("name",), "liquid")
+    # point queries on each file's min: apple 1 (a), banana 2 (a b), cherry 3 (a b c), fig 2 (d e), elder 1 (e)
+    # intervals: apple-banana 1, banana-cherry 2, cherry-date 1 (b), date-elder none, elder-fig 1, fig-grape 1;
+    # the point cherry (c) held by a, b, c: 3
+    assert h.clustering == (ColumnClustering("name", 5, 0, 9 / 5, 9 / 6, 3),)
+    assert [p.partition_values for p in h.partitions] == [{}]
+    assert h.partitions[0].clustering == h.clustering
+
+
+def test_in_commit_timestamps_date_the_versions_and_runs(tmp_path: Path) -> None:
+    t = tmp_path / "ict"
+    meta = metadata([field("id", "long")], **{"delta.enableInCommitTimestamps": "true"})
+
+    def ict(operation: str, at: int) -> dict:
+        return {"commitInfo": {"inCommitTimestamp": at, "timestamp": at, "operation": operation}}
+
+    proto = protocol((), ["inCommitTimestamp"])
+    # the file times all say "now": only the in-commit timestamps place the versions in time
+    commit(t, 0, [ict("CREATE TABLE", NOW - 300 * HOUR), proto, meta], NOW)
+    commit(t, 1, [ict("WRITE", NOW - 200 * HOUR), add("x", MIB, None, stats(5))], NOW)
+    commit(t, 2, [ict("OPTIMIZE", NOW - 100 * HOUR)], NOW)
+    commit(t, 3, [ict("VACUUM END", NOW - HOUR)], NOW)
+    h = table_health(DeltaTable(str(t)), now=NOW)
+    assert (h.log.versions_in_log_retention, h.log.versions_in_file_retention) == (4, 2)  # 720 h, 168 h
+    assert (h.last_runs.optimize_version, h.last_runs.hours_since_optimize) == (2, 100.0)
+    assert (h.last_runs.vacuum_version, h.last_runs.vacuum_timestamp) == (3, NOW - HOUR)
+
+
+def test_a_healthy_delta_rs_table_with_a_checkpoint_needs_nothing(tmp_path: Path) -> None:
+    """Written by delta-rs, checkpointed by deltalite; files, bytes and rows cross-checked with delta-rs."""
+    import deltalake
+    import pyarrow as pa
+
+    t = tmp_path / "healthy"
+    for i in range(3):
+        rows = pa.table({"id": pa.array(range(i * 100, i * 100 + 100), pa.int64()), "p": ["x", "y"] * 50})
+        deltalake.write_deltalake(str(t), rows, mode="append", partition_by=["p"])
+    DeltaTable(str(t)).checkpoint()
+    h = DeltaTable(str(t)).health(min_file_size=1)
+
+    actions = deltalake.DeltaTable(str(t)).get_add_actions(flatten=True)
+    actions = actions if isinstance(actions, pa.Table) else pa.RecordBatchReader.from_stream(actions).read_all()
+    sizes, records = actions.column("size_bytes").to_pylist(), actions.column("num_records").to_pylist()
+    assert (h.files, h.bytes, h.rows) == (len(sizes), sum(sizes), sum(records)) == (6, sum(sizes), 300)
+    assert (h.small_files, h.small_file_share, h.deleted_rows, h.files_with_deletion_vectors) == (0, 0.0, 0, 0)
+    assert (h.tombstones.files, h.tombstones.bytes, h.tombstones.next_reclaimable_at) == (0, 0, None)
+    assert h.tombstones.reclaimable_by_day == ()
+    log_files = [p for p in (t / "_delta_log").iterdir() if p.is_file()]
+    assert (h.log.last_checkpoint_version, h.log.commits_since_checkpoint, h.log.oldest_version) == (2, 0, 0)
+    assert (h.log.log_files, h.log.log_bytes) == (len(log_files), sum(p.stat().st_size for p in log_files))
+    assert (h.log.versions_in_log_retention, h.log.versions_in_file_retention) == (3, 3)
+    assert (h.clustering_columns, h.clustering_source, h.clustering) == ((), None, ())
+    assert (h.last_runs.optimize_version, h.last_runs.vacuum_version, h.last_runs.zorder_columns) == (None, None, ())
+    assert [(p.partition_values, p.files, p.rows) for p in h.partitions] == [({"p": "x"}, 3, 150), ({"p": "y"}, 3, 150)]
