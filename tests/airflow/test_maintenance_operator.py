@@ -39,7 +39,8 @@ pytestmark = pytest.mark.slow
 RUNNER = Path(__file__).resolve().parent / "maintain_run" / "run_maintain_lake.py"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DAY_MS = 24 * 3_600_000
-POLICY = {"min_input_files": 5}
+POLICY = {"min_input_files": 6}  # the default is 5: the plan's reason shows which one it used
+GIB = 1 << 30
 SMALL_FILES = 8
 
 
@@ -152,11 +153,24 @@ def test_the_small_file_table_is_compacted(runs: dict[str, Any], lake: Lake) -> 
     assert result["skippedReason"] is None
     plan = result["plan"]
     assert (plan["tableUri"], plan["version"]) == (str(lake.small), SMALL_FILES - 1)
-    assert plan["policy"]["min_input_files"] == 5
+    assert plan["policy"]["min_input_files"] == 6
     [action] = plan["actions"]
     assert action["operation"] == "optimize"
-    assert action["estimate"]["bytesRead"] == sum(lake.small_sizes.values())
-    assert action["estimate"]["filesRemoved"] == SMALL_FILES
+    [reason] = action["reasons"]
+    assert (reason["metric"], reason["value"], reason["policyKey"], reason["threshold"]) == (
+        "fragments",
+        SMALL_FILES,
+        "min_input_files",
+        6,
+    )
+    size = sum(lake.small_sizes.values())
+    assert action["estimate"] == {
+        "bytesRead": size,
+        "bytesWritten": size,
+        "filesRemoved": SMALL_FILES,
+        "filesAdded": -(-size // GIB),
+        "filesDeleted": 0,
+    }
     before, after = result["healthBefore"], result["healthAfter"]
     assert (before["version"], before["files"], before["bytes"], before["rows"]) == (
         SMALL_FILES - 1,
@@ -166,7 +180,7 @@ def test_the_small_file_table_is_compacted(runs: dict[str, Any], lake: Lake) -> 
     )
     assert (before["smallFiles"], before["partitionsTruncated"], len(before["partitions"])) == (SMALL_FILES, False, 1)
     dt = deltalake.DeltaTable(str(lake.small))
-    [live] = dt.get_add_actions(flatten=True).to_pylist()
+    [live] = pa.table(dt.get_add_actions(flatten=True)).to_pylist()
     assert dt.version() == SMALL_FILES  # one OPTIMIZE commit
     assert (after["version"], after["files"], after["bytes"], after["rows"]) == (
         SMALL_FILES,
@@ -176,7 +190,18 @@ def test_the_small_file_table_is_compacted(runs: dict[str, Any], lake: Lake) -> 
     )
     assert after["lastRuns"]["optimizeVersion"] == SMALL_FILES
     assert _rows(lake.small) == list(range(10 * SMALL_FILES))
-    assert result["run"] is not None
+    run = result["run"]
+    assert (run["tableUri"], run["planVersion"]) == (str(lake.small), SMALL_FILES - 1)
+    [done] = run["actions"]
+    stats = done["stats"]
+    assert (done["operation"], stats["executor"], stats["readVersion"], stats["committedVersion"]) == (
+        "optimize",
+        "spark",
+        SMALL_FILES - 1,
+        SMALL_FILES,
+    )
+    assert (stats["numFilesRemoved"], stats["filesRemoved"]["totalSize"]) == (SMALL_FILES, size)
+    assert (stats["numFilesAdded"], stats["filesAdded"]["totalSize"]) == (1, live["size_bytes"])
 
 
 def test_the_old_tombstone_is_vacuumed(runs: dict[str, Any], lake: Lake) -> None:
@@ -184,7 +209,13 @@ def test_the_old_tombstone_is_vacuumed(runs: dict[str, Any], lake: Lake) -> None
     assert result["skippedReason"] is None
     [action] = result["plan"]["actions"]
     assert action["operation"] == "vacuum"
-    assert action["estimate"]["filesDeleted"] == 1
+    assert action["estimate"] == {
+        "bytesRead": 0,
+        "bytesWritten": 0,
+        "filesRemoved": 0,
+        "filesAdded": 0,
+        "filesDeleted": 1,
+    }
     before, after = result["healthBefore"], result["healthAfter"]
     assert (before["version"], before["files"]) == (2, 1)
     tombstones = before["tombstones"]
@@ -196,6 +227,14 @@ def test_the_old_tombstone_is_vacuumed(runs: dict[str, Any], lake: Lake) -> None
     assert len(_data_files(lake.vacuum)) == 1
     assert deltalake.DeltaTable(str(lake.vacuum)).version() == 4
     assert _rows(lake.vacuum) == list(range(100, 110))
+    [done] = result["run"]["actions"]
+    stats = done["stats"]
+    assert (done["operation"], stats["executor"], stats["committedVersions"]) == ("vacuum", "spark", [3, 4])
+    assert (stats["numFilesToDelete"], stats["sizeOfDataToDelete"], stats["objectsDeleted"]) == (
+        1,
+        lake.removed_size,
+        1,
+    )
 
 
 def test_the_tidy_table_is_left_alone_without_spark(runs: dict[str, Any], lake: Lake) -> None:
@@ -224,8 +263,8 @@ def test_an_unknown_policy_key_fails_every_table_and_writes_nothing(runs: dict[s
 
 def test_the_operator_names_the_unknown_key_in_one_line(tmp_path: Path) -> None:
     _append(tmp_path / "t", 0, 3)
-    state = tree_state(tmp_path)
     (tmp_path / "policy.json").write_text('{"min_input_file": 3}')
+    state = tree_state(tmp_path)
     for policy in ({"bogus_key": 1}, '{"bogus_key": 1}'):
         op = DeltaMaintenanceOperator(task_id="m", table_uri=str(tmp_path / "t"), policy=policy)
         with pytest.raises(InvalidArgument) as raised:
