@@ -28,6 +28,7 @@ import deltalake
 import pyarrow as pa
 import pytest
 
+from airflow_provider_deltalite.demo import FAST_JVM_CONF
 from airflow_provider_deltalite.engine.errors import InvalidArgument
 from airflow_provider_deltalite.operators.lineage import run_facet_fields
 from airflow_provider_deltalite.operators.maintenance import DeltaMaintenanceOperator, xcom_health
@@ -314,3 +315,27 @@ def test_the_lineage_facet_holds_table_level_health() -> None:
         "operation": "OPTIMIZE",
         "stats": {"numFilesRemoved": 3},
     }
+
+
+def test_spark_submit_runs_the_planned_actions(tmp_path: Path) -> None:
+    # the spark-submit route: the plan reaches the driver as --options and runs there as planned
+    path = tmp_path / "t"
+    for i in range(6):
+        _append(path, 10 * i, 10)
+    size = sum(_data_files(path).values())
+    op = DeltaMaintenanceOperator(task_id="m", table_uri=str(path), conf=FAST_JVM_CONF)
+    result = op.execute({})
+    assert op._hook is not None  # spark-submit ran
+    assert [a["operation"] for a in result["plan"]["actions"]] == ["optimize"]
+    [done] = result["run"]["actions"]
+    stats = done["stats"]
+    assert (stats["executor"], stats["numFilesRemoved"], stats["numFilesAdded"], stats["committedVersion"]) == (
+        "spark",
+        6,
+        1,
+        6,
+    )
+    assert stats["filesRemoved"]["totalSize"] == size
+    assert (result["healthBefore"]["files"], result["healthAfter"]["files"], result["skippedReason"]) == (6, 1, None)
+    assert deltalake.DeltaTable(str(path)).version() == 6
+    assert _rows(path) == list(range(60))
