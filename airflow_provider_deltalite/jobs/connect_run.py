@@ -42,7 +42,7 @@ class ConnectRun:
         self._killed = False
 
     def run(self, command: str, table: DeltaTable, options: MaintenanceOptions) -> dict[str, Any]:
-        """Run ``command`` (``optimize``, ``zorder``, ``vacuum``) on ``table``; its stats as the job reports them
+        """Run ``command`` (``optimize``, ``zorder``, ``vacuum``, ``maintain``) on ``table``; its stats as the job reports them
         (plain JSON values).
 
         Raises:
