@@ -7,9 +7,10 @@ spark-submit runs this file as the application (the engine zip from `executors.e
         --result s3://bucket/results/1.json
 
 ``--options`` is the operation's options object as one JSON document (`OptimizeOptions.to_json`, what the operators
-send). ``maintain`` runs the actions of a maintenance plan made elsewhere (`MaintainOptions`: the plan's actions and
-policy, as `DeltaMaintenanceOperator` sends them); it has no option flags. A person running the job by hand may give the options as flags instead (``--target-size 268435456``, the
-words of the ``deltalite`` CLI, `cli.arguments`); ``--options`` and those flags together are an error.
+send). A person running the job by hand may give the options as flags instead (``--target-size 268435456``, the
+words of the ``deltalite`` CLI, `cli.arguments`); ``--options`` and those flags together are an error. ``maintain``
+runs the actions of a maintenance plan made elsewhere (`MaintainOptions`: the plan's actions and policy, as
+`DeltaMaintenanceOperator` sends them) and has no option flags.
 
 The stats are written as JSON to ``--result`` (a local path or any fsspec URI; the table's storage options apply
 when it is on the same store) and printed on stdout as one line ``DELTALITE_RESULT <json>``. Storage options
