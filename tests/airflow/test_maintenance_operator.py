@@ -339,3 +339,14 @@ def test_spark_submit_runs_the_planned_actions(tmp_path: Path) -> None:
     assert (result["healthBefore"]["files"], result["healthAfter"]["files"], result["skippedReason"]) == (6, 1, None)
     assert deltalake.DeltaTable(str(path)).version() == 6
     assert _rows(path) == list(range(60))
+    from openlineage.client.serde import Serde
+
+    facet = Serde.to_dict(op.get_openlineage_facets_on_complete(None).run_facets["deltalite"])
+    [facet_action] = facet["stats"]["actions"]  # (Serde leaves the None values out)
+    assert (facet["operation"], facet_action["stats"]["numFilesRemoved"], facet["stats"]["planVersion"]) == (
+        "MAINTAIN",
+        6,
+        5,
+    )
+    assert (facet["healthBefore"]["files"], facet["healthAfter"]["files"], facet["healthAfter"]["version"]) == (6, 1, 6)
+    assert "partitions" not in facet["healthBefore"] and "partitions" not in facet["healthAfter"]
