@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import time
 from collections.abc import Mapping, Sequence
@@ -20,8 +21,9 @@ XCOM_PARTITION_LIMIT = 100
 
 
 def policy_values(policy: Any) -> dict[str, Any]:
-    """The policy keys of the operator's ``policy`` argument: a mapping, JSON text, or the path of a policy file
-    (JSON, or TOML when it ends in ``.toml``); None or empty: the defaults.
+    """The policy keys of the operator's ``policy`` argument: a mapping, JSON text (or a dict as Jinja renders it
+    without native rendering), or the path of a policy file (JSON, or TOML when it ends in ``.toml``); None or
+    empty: the defaults.
 
     Raises:
         InvalidArgument: not JSON, not an object, a file that cannot be read, an unknown key or a bad value
@@ -39,7 +41,10 @@ def policy_values(policy: Any) -> dict[str, Any]:
     try:
         values = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InvalidArgument(f"policy is not valid JSON (line {exc.lineno}, column {exc.colno})") from None
+        try:  # a dict rendered by Jinja without render_template_as_native_obj: {'min_input_files': 10}
+            values = ast.literal_eval(text)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            raise InvalidArgument(f"policy is not valid JSON (line {exc.lineno}, column {exc.colno})") from None
     return MaintenancePolicy.from_mapping(values).to_dict()
 
 

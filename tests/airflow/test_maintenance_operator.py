@@ -277,6 +277,10 @@ def test_the_operator_names_the_unknown_key_in_one_line(tmp_path: Path) -> None:
     with pytest.raises(InvalidArgument) as raised:
         op.execute({})
     assert str(raised.value).startswith(f"table {tmp_path / 't'}: unknown policy key 'min_input_file'")
+    op = DeltaMaintenanceOperator(task_id="m", table_uri=str(tmp_path / "t"), policy="{'bogus': 1}")  # Jinja's
+    with pytest.raises(InvalidArgument) as raised:
+        op.execute({})
+    assert str(raised.value).startswith(f"table {tmp_path / 't'}: unknown policy key 'bogus'")
     op = DeltaMaintenanceOperator(task_id="m", table_uri=str(tmp_path / "t"), policy="{not json")
     with pytest.raises(InvalidArgument) as raised:
         op.execute({})
