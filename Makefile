@@ -10,7 +10,7 @@ SPARK40 := .venv-spark40
 SPARK40_STAMP := $(SPARK40)/.installed-stamp
 CORPUS ?= ../shared/corpus
 
-.PHONY: env env-spark40 demo test test-fast lint typecheck conformance-doc bench clean
+.PHONY: env env-spark40 chromium demo test test-fast lint typecheck conformance-doc bench clean
 
 # uv installs the packages (pip took most of the ~4 minutes of a fresh `make test`'s two environments); pip itself
 # only installs uv, at the version constraints.txt pins, into the venv, so nothing needs to be installed beforehand.
@@ -41,6 +41,10 @@ $(SPARK40_STAMP): pyproject.toml constraints-spark40.txt | $(UV)
 
 env-spark40: $(SPARK40_STAMP)
 
+# tests/report renders the health page in Debian's chromium (playwright drives it; no browser is downloaded).
+chromium:
+	@test -x /usr/bin/chromium || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+
 demo: env
 	$(PY) -m airflow_provider_deltalite demo
 
@@ -59,10 +63,10 @@ typecheck: env
 PYTEST_WORKERS ?= 2
 PYTEST_XDIST = -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
-test: lint typecheck env-spark40
+test: lint typecheck env-spark40 chromium
 	$(PY) -m pytest -q --durations=15 $(PYTEST_XDIST)
 
-test-fast: lint typecheck
+test-fast: lint typecheck chromium
 	$(PY) -m pytest -q --durations=15 $(PYTEST_XDIST) -m "not spark and not airflow"
 
 conformance-doc: env

@@ -14,13 +14,16 @@ run alone (VmHWM after a reset once the imports are done).
 
 Target: deltalite's peak RSS <= 1 GiB for both runs.
 
-Where the memory goes (1M files, RSS read between the phases): 120 MB after the imports; 680 MB once the snapshot
-(the live files and tombstones as Arrow tables), the protected paths and the listing (a path string, size and mtime
-per listed file) are held; 800-815 MB at the peak, while the plan is made. So the bound is linear in the table's
-files: about 0.7 KB per file above the imports. Runs vary between ~800 and ~1,080 MB: glibc's per-thread malloc
-arenas keep what the listing threads freed, out of reach of the planning thread, depending on how the threads were
-scheduled; with MALLOC_ARENA_MAX=2 the real run measured 808 MB. (A malloc_trim after the listing measured 811 MB
-once and 1,078 MB in the next benchmark run, so it was not kept.)
+Where the memory goes (1M files, RSS read between the phases, real run): 83 MB after the imports; ~500 MB once the
+snapshot is loaded (the live files and tombstones as Arrow tables, ~180 MB, and pages the Arrow pool freed during
+the checkpoint decode); the pool's freed pages are handed back before the protected paths are built (Python sets
+cannot reuse them), and the protected paths share one set with the live paths: ~560 MB; the listing holds the
+protected path strings themselves (no per-name copies): ~600 MB; the plan: ~630 MB, the peak of the real run. The dry
+run peaks at ~715 MB when it builds its result, a dict per file to delete (500k). Before these changes (a second set
+of the live paths, names copied per directory for the listing and the listing's own copy of every path, the pool's
+freed pages kept) runs measured 800-1,080 MB, varying with how glibc's per-thread arenas kept what the listing threads
+freed; after them, repeated runs measured 709-726 MB (dry) and 624-722 MB (real; 624-628 MB once the pages are handed
+back before the protected sets, not only before the listing).
 
 Run:  .venv/bin/python benchmarks/vacuum_memory.py [--files 1000000] [--regenerate] [--skip-deltars]
 Results: a printed table and benchmarks/results/vacuum_memory.json.

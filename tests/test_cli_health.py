@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_deltalite.cli import main
+from airflow_provider_deltalite.cli.startup import pandas_kept_out
 from tests.helpers import cli_failure, tree_state
 from tests.maintenance.health_tables import MIB
 from tests.maintenance.test_health import partitioned_table
@@ -92,3 +93,18 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path, args: list[str
 def test_not_a_table(tmp_path: Path) -> None:
     line = cli_failure("health", tmp_path)
     assert "not a Delta table" in line and str(tmp_path) in line
+
+
+def test_pandas_is_kept_out_unless_the_command_draws() -> None:
+    import sys
+
+    # the block only applies to a process that has not imported pandas yet: hide it while the blocks are entered
+    saved = sys.modules.pop("pandas", None)
+    try:
+        with pandas_kept_out("health", None) as blocked:
+            assert blocked
+        with pandas_kept_out("health", None, draws=True) as blocked:
+            assert not blocked
+    finally:
+        if saved is not None:
+            sys.modules["pandas"] = saved

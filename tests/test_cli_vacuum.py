@@ -41,6 +41,7 @@ STATS_KEYS = {
     "vacuumEndTime",
     "executor",
     "filesAlreadyGone",
+    "numFilesDeferred",
 }
 
 

@@ -27,9 +27,11 @@ from airflow_provider_deltalite.table import DeltaTable
 from tests.helpers import cli_failure, tree_state
 
 # Top-level packages no local `describe` or `optimize` uses: pandas (pyarrow would import it for nothing), Airflow,
-# Spark, the object-store backends and their HTTP stacks, the peer engines.
+# Spark, fsspec (the local backend makes system calls), the object-store backends and their HTTP stacks, the peer
+# engines.
 HEAVY = {
     "pandas",
+    "fsspec",
     "airflow",
     "pyspark",
     "py4j",

@@ -1,8 +1,9 @@
 """The `deltalite` command line: readable summaries on a terminal, one JSON document with --json, errors as one line.
 
 One module per group of subcommands: `read` (describe, files, history, scan), `maintenance` (optimize, zorder,
-vacuum, checkpoint), `tail` (changes, watch), `health`; `arguments` turns the maintenance options into their options
-objects (shared with the spark-submit job), `render` prints, `common` opens tables and executors.
+vacuum, checkpoint), `tail` (changes, watch), `health`, `maintain` (the planner); `arguments` turns the maintenance
+options into their options objects (shared with the spark-submit job), `render` prints, `common` opens tables and
+executors.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from airflow_provider_deltalite.cli.common import (
     positive_seconds,
 )
 from airflow_provider_deltalite.cli.health import add_health_arguments, cmd_health
+from airflow_provider_deltalite.cli.maintain import add_maintain_arguments, cmd_maintain
 from airflow_provider_deltalite.cli.maintenance import (
     add_writer_arguments,
     cmd_checkpoint,
@@ -112,6 +114,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_vacuum_arguments(p)
     add_executor_arguments(p)
     p.set_defaults(func=cmd_vacuum)
+
+    p = sub.add_parser(
+        "maintain", parents=[common], help="plan maintenance from the table's health, run it, show the gain"
+    )
+    add_maintain_arguments(p)
+    p.set_defaults(func=cmd_maintain)
 
     p = sub.add_parser("changes", parents=[common], help="commits after a version, classified (data ones by default)")
     p.add_argument("table")

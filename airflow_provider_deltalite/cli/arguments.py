@@ -181,6 +181,12 @@ def add_vacuum_arguments(parser: argparse.ArgumentParser) -> None:
         "path, length, isDir, modificationTime, or an S3 Inventory report's manifest.json",
     )
     parser.add_argument(
+        "--max-files-to-delete",
+        type=int,
+        metavar="N",
+        help="delete at most N files, the oldest first; the rest wait for a later run (default: no limit)",
+    )
+    parser.add_argument(
         "--inventory-format",
         choices=VACUUM_INVENTORY_FORMATS,
         help="the inventory's format (default: from its name: .csv, .csv.gz, .parquet, manifest.json)",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -46,9 +45,10 @@ def cmd_health(args: argparse.Namespace) -> None:
     table = open_table(args)
     health = table.health(snapshot=table.snapshot(), columns=columns, min_file_size=args.min_file_size)
     if args.html:
-        # by name: the page module is written beside this one (report/health_page.py) and loads its plotting library
-        page = importlib.import_module("airflow_provider_deltalite.report.health_page")
-        page.write_health_page(health, args.html)
+        # only here: the page loads its plotting library
+        from airflow_provider_deltalite.report.health_page import write_health_page
+
+        write_health_page(health, args.html)
     if args.json:
         return print_json(health.to_dict())
     for line in health_lines(health):
@@ -79,12 +79,12 @@ def health_lines(h: TableHealth) -> list[str]:
         + f"; retention {ts.retention_hours:g} h",
         "log         "
         + (
-            f"{log.commits_since_checkpoint:,} commits since checkpoint {log.last_checkpoint_version}"
+            f"{_count(log.commits_since_checkpoint, 'commit')} since checkpoint {log.last_checkpoint_version}"
             if log.last_checkpoint_version is not None
-            else f"{log.commits_since_checkpoint:,} commits, no checkpoint"
+            else f"{_count(log.commits_since_checkpoint, 'commit')}, no checkpoint"
         )
         + f" (every {log.checkpoint_interval}); {_count(log.log_files, 'file')} ({human_size(log.log_bytes)}); "
-        f"{log.versions_in_log_retention:,} versions in the {log.log_retention_hours:g} h log retention, "
+        f"{_count(log.versions_in_log_retention, 'version')} in the {log.log_retention_hours:g} h log retention, "
         f"{log.versions_in_file_retention:,} in the {ts.retention_hours:g} h file retention",
         f"optimize    {_last(runs.optimize_version, runs.hours_since_optimize)}",
         f"vacuum      {_last(runs.vacuum_version, runs.hours_since_vacuum)}",

@@ -285,6 +285,29 @@ class InvalidArgument(DeltaLiteError):
     """An argument of an operation is out of range or refers to something that does not exist."""
 
 
+class InvalidPolicy(InvalidArgument):
+    """A maintenance policy (`maintenance.planner.MaintenancePolicy`) has an unknown key, a value of the wrong type
+    or out of range, or its file cannot be read; ``key`` names the key (None when the whole file is at fault)."""
+
+    def __init__(self, problem: str, table_uri: str | None = None, *, key: str | None = None) -> None:
+        self.key = key
+        super().__init__(problem, table_uri)
+
+
+class MissingDependency(DeltaLiteError):
+    """A feature needs an optional package that is not installed; the message names the extra that brings it.
+
+    Attributes:
+        package: the missing package's import name.
+        extra: the extra of ``airflow-provider-deltalite`` that installs it.
+    """
+
+    def __init__(self, problem: str, table_uri: str | None = None, *, package: str, extra: str) -> None:
+        self.package = package
+        self.extra = extra
+        super().__init__(problem, table_uri)
+
+
 class RetentionTooShort(DeltaLiteError):
     """VACUUM was asked to keep deleted files for less time than the table promises its readers and writers.
 

@@ -189,6 +189,11 @@ class Snapshot:
         """The commitInfo of this version, when its commit file was read."""
         return self._state.commit_infos.get(self.version)
 
+    @property
+    def commit_infos(self) -> dict[int, dict[str, Any]]:
+        """The commitInfo actions replay read, by version: those of the commits after the checkpoint."""
+        return self._state.commit_infos
+
     @cached_property
     def timestamp(self) -> int:
         """The version's timestamp in ms: the in-commit timestamp when the table enables them, else the file time."""

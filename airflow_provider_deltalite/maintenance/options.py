@@ -385,6 +385,8 @@ class VacuumOptions(MaintenanceOptions):
             storage: CSV or Parquet with Delta's columns ``path``, ``length``, ``isDir``, ``modificationTime``, or an
             S3 Inventory report's ``manifest.json``.
         inventory_format: ``"csv"``, ``"parquet"`` or ``"s3-inventory"`` (default: from the inventory's name).
+        max_files_to_delete: delete at most this many files, the oldest first (None: no limit); the stats count the
+            eligible files left (``numFilesDeferred``).
     """
 
     operation: ClassVar[str] = "vacuum"
@@ -396,6 +398,7 @@ class VacuumOptions(MaintenanceOptions):
         "commit_log_entries": flag,
         "inventory": lambda _, v: optional_text(v),
         "inventory_format": lambda _, v: optional_text(v),
+        "max_files_to_delete": whole_number,
     }
 
     retention_hours: float | None = None
@@ -405,9 +408,13 @@ class VacuumOptions(MaintenanceOptions):
     commit_log_entries: bool = True
     inventory: str | None = None
     inventory_format: str | None = None
+    max_files_to_delete: int | None = None
 
     def check(self) -> None:
         retention_ms(self.retention_hours)
+        limit = self.max_files_to_delete
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise InvalidArgument(f"max_files_to_delete must be a positive whole number, got {limit!r}")
         _flag("dry_run", self.dry_run)
         self._set("mode", _choice("mode", self.mode, VACUUM_MODES, fold_case=True))
         _flag("enforce_retention_duration", self.enforce_retention_duration)

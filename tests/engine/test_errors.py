@@ -30,6 +30,8 @@ EXTRA: dict[str, dict[str, Any]] = {
     "ConcurrentModification": {"winning_version": 7, "winning_operation": "OPTIMIZE"},
     "LogGap": {"since": 3, "oldest_available": 10},
     "TableRecreated": {"since": 12, "latest": 2, "table_id": "5f0c"},
+    "MissingDependency": {"package": "plotly", "extra": "html"},
+    "InvalidPolicy": {"key": "min_input_files"},
 }
 
 ERROR_CLASSES = sorted(

@@ -69,18 +69,24 @@ def add(
     if stats_json is not None:
         action["stats"] = stats_json
     if dv_cardinality is not None:
-        action["deletionVector"] = {
-            "storageType": "u",
-            "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^",
-            "offset": 1,
-            "sizeInBytes": 36,
-            "cardinality": dv_cardinality,
-        }
+        action["deletionVector"] = deletion_vector(dv_cardinality)
     return {"add": action}
 
 
-def remove(path: str, size: int | None, deleted_at: int, partition: Mapping[str, str | None] | None = None) -> dict:
+def deletion_vector(cardinality: int, inline: str = "ab^-aqEH.-t@S}K{vb[*k^") -> dict[str, Any]:
+    return {"storageType": "u", "pathOrInlineDv": inline, "offset": 1, "sizeInBytes": 36, "cardinality": cardinality}
+
+
+def remove(
+    path: str,
+    size: int | None,
+    deleted_at: int,
+    partition: Mapping[str, str | None] | None = None,
+    dv: dict[str, Any] | None = None,
+) -> dict:
     action: dict[str, Any] = {"path": path, "deletionTimestamp": deleted_at, "dataChange": True}
+    if dv is not None:
+        action["deletionVector"] = dv
     if size is not None:
         action["size"] = size
     if partition is not None:

@@ -2,15 +2,31 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
+from decimal import Decimal
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
 import pytest
 
 from airflow_provider_deltalite.engine.errors import InvalidArgument
 from airflow_provider_deltalite.maintenance.health import SIZE_BUCKET_EDGES, ColumnClustering, table_health
+from airflow_provider_deltalite.maintenance.health.clustering_quality import group_clustering
 from airflow_provider_deltalite.table import DeltaTable
-from tests.maintenance.health_tables import HOUR, MIB, add, commit, field, info, metadata, protocol, remove, stats
+from tests.maintenance.health_tables import (
+    HOUR,
+    MIB,
+    add,
+    commit,
+    deletion_vector,
+    field,
+    info,
+    metadata,
+    protocol,
+    remove,
+    stats,
+)
 
 NOW = int(datetime(2024, 3, 10, 12, tzinfo=UTC).timestamp() * 1000)
 D1, D2, GONE = {"date": "2024-01-01"}, {"date": "2024-01-02"}, {"date": "2023-12-31"}
@@ -203,7 +219,6 @@ def test_in_commit_timestamps_date_the_versions_and_runs(tmp_path: Path) -> None
 def test_a_healthy_delta_rs_table_with_a_checkpoint_needs_nothing(tmp_path: Path) -> None:
     """Written by delta-rs, checkpointed by deltalite; files, bytes and rows cross-checked with delta-rs."""
     import deltalake
-    import pyarrow as pa
 
     t = tmp_path / "healthy"
     for i in range(3):
@@ -226,3 +241,83 @@ def test_a_healthy_delta_rs_table_with_a_checkpoint_needs_nothing(tmp_path: Path
     assert (h.clustering_columns, h.clustering_source, h.clustering) == ((), None, ())
     assert (h.last_runs.optimize_version, h.last_runs.vacuum_version, h.last_runs.zorder_columns) == (None, None, ())
     assert [(p.partition_values, p.files, p.rows) for p in h.partitions] == [({"p": "x"}, 3, 150), ({"p": "y"}, 3, 150)]
+
+
+def test_rows_come_from_numrecords_wherever_the_writer_put_it(tmp_path: Path) -> None:
+    t = tmp_path / "records"
+    files = [
+        add("first", MIB, None, '{"numRecords":5,"minValues":{"id":1},"maxValues":{"id":9},"nullCount":{"id":0}}'),
+        add("last", MIB, None, '{"minValues":{"id":1},"maxValues":{"id":9},"nullCount":{"id":0},"numRecords":7}'),
+        add("spaced", MIB, None, '{ "numRecords" : 11 }'),
+        add("none", MIB),
+        add("broken", MIB, None, '{"minValues": oops'),
+    ]
+    commit(t, 0, [protocol(), metadata([field("id", "long")]), *files], NOW)
+    h = table_health(DeltaTable(str(t)), now=NOW)
+    assert (h.files, h.rows, h.files_without_stats) == (5, 23, 2)
+    with_columns = table_health(DeltaTable(str(t)), columns=["id"], now=NOW)
+    assert (with_columns.rows, with_columns.files_without_stats) == (23, 2)
+
+
+def test_a_file_removed_under_several_deletion_vectors_is_one_tombstone(tmp_path: Path) -> None:
+    """Replay keeps a remove per (path, DV); the file's bytes count once, its newest deletion time decides."""
+    t = tmp_path / "dvs"
+    dv = ["deletionVectors"]
+    first, second = deletion_vector(3, "aaaaaaaaaaaaaaaaaaaa"), deletion_vector(5, "bbbbbbbbbbbbbbbbbbbb")
+    x = add("x", 10 * MIB, None, stats(20))
+    commit(t, 0, [protocol(dv, dv), metadata([field("id", "long")]), x, add("y", MIB, None, stats(1))], NOW)
+    commit(t, 1, [remove("x", 10 * MIB, NOW - 300 * HOUR), {"add": {**x["add"], "deletionVector": first}}], NOW)
+    commit(
+        t, 2, [remove("x", 10 * MIB, NOW - 200 * HOUR, dv=first), {"add": {**x["add"], "deletionVector": second}}], NOW
+    )
+    commit(t, 3, [remove("x", 10 * MIB, NOW - 2 * HOUR, dv=second)], NOW)
+    h = table_health(DeltaTable(str(t)), now=NOW)
+    assert (h.files, h.deleted_rows, h.files_with_deletion_vectors) == (1, 0, 0)
+    ts = h.tombstones
+    assert (ts.files, ts.bytes, ts.reclaimable_files) == (1, 10 * MIB, 0)
+    assert (ts.next_reclaimable_at, ts.all_reclaimable_at) == (NOW + 166 * HOUR, NOW + 166 * HOUR)
+
+
+# the liquid table's five ranges (apple..cherry, banana..date, cherry, fig..grape, elder..fig) as other types
+_RANGES = [(1, 3), (2, 4), (3, 3), (6, 7), (5, 6)]
+
+
+@pytest.mark.parametrize(
+    "to_type",
+    [
+        lambda v: pa.array(v, pa.int64()),
+        lambda v: pa.array(v, pa.int8()),
+        lambda v: pa.array([float(x) / 4 for x in v], pa.float64()),
+        lambda v: pa.array([date(2024, 1, x) for x in v], pa.date32()),
+        lambda v: pa.array([datetime(2024, 1, 1, x, tzinfo=UTC) for x in v], pa.timestamp("us", "UTC")),
+        lambda v: pa.array([Decimal(x) / 10 for x in v], pa.decimal128(5, 2)),
+        lambda v: pa.array([f"v{x}" for x in v], pa.string()),
+    ],
+    ids=["long", "byte", "double", "date", "timestamp", "decimal", "string"],
+)
+def test_depth_and_point_queries_do_not_depend_on_the_type(to_type) -> None:
+    lows, highs = to_type([lo for lo, _ in _RANGES]), to_type([hi for _, hi in _RANGES])
+    sums = group_clustering(lows, highs, np.zeros(5, np.int64), 1)
+    got = (sums.files_with_stats[0], sums.point_query_sum[0], sums.depth_sum[0], sums.intervals[0], sums.max_depth[0])
+    assert got == (5, 9, 9, 6, 3)
+
+
+def test_partitions_do_not_mix_and_missing_bounds_are_left_out() -> None:
+    # group 0: [1,3] [2,4]; group 1: [2,4] and [3,3]; a file without a max in group 1
+    lows = pa.array([1, 2, 2, 3, 1])
+    highs = pa.array([3, 4, 4, 3, None])
+    sums = group_clustering(lows, highs, np.array([0, 0, 1, 1, 1]), 2)
+    assert sums.files_with_stats.tolist() == [2, 2]
+    assert sums.point_query_sum.tolist() == [3, 3]  # group 0: 1 + 2; group 1: 1 + 2
+    # group 0: [1,2]=1 [2,3]=2 [3,4]=1; group 1: [2,3]=1 [3,4]=1 and the point 3 held by both
+    assert (sums.depth_sum.tolist(), sums.intervals.tolist(), sums.max_depth.tolist()) == ([4, 4], [3, 3], [2, 2])
+
+
+def test_an_empty_partitioned_table(tmp_path: Path) -> None:
+    t = tmp_path / "empty"
+    commit(t, 0, [protocol(), metadata([field("p", "string"), field("id", "long")], ["p"])], NOW - HOUR)
+    h = table_health(DeltaTable(str(t)), columns=["id"], now=NOW)
+    assert (h.files, h.bytes, h.rows, h.small_file_share, h.deleted_row_share, h.partitions) == (0, 0, 0, 0.0, 0.0, ())
+    assert h.clustering == (ColumnClustering("id", 0, 0, None, None, None),)
+    assert sum(b.files for b in h.size_histogram) == 0
+    assert (h.tombstones.files, h.log.commits_since_checkpoint, h.log.versions_in_file_retention) == (0, 1, 1)

@@ -141,6 +141,7 @@ def test_repartitioned_becomes_exactly_the_vacuumed_corpus_table(tmp_path: Path)
         "committedVersions": [6, 7],
         "executor": "local",
         "filesAlreadyGone": 0,
+        "numFilesDeferred": 0,
     }
     assert _comparable(dry) == {
         **_comparable(stats),

@@ -1,5 +1,9 @@
 """The local-disk backend: ``os.scandir`` listings, hard-link create-only writes through hidden temporary names, and
-pyarrow native files for data files. Local requests are made once: a disk's faults are answers, not blips."""
+pyarrow native files for data files. Local requests are made once: a disk's faults are answers, not blips.
+
+Every operation here is a direct system call, so a local table never needs fsspec (an import of 50-80 ms per
+process): `Storage` builds no filesystem for it, and ``fs`` makes fsspec's local filesystem only when a caller asks
+for it (writing a result file through fsspec, say)."""
 
 from __future__ import annotations
 
@@ -19,9 +23,11 @@ from airflow_provider_deltalite.engine.storage.base import (
     DirListing,
     ErrorTranslation,
     FileInfo,
+    ReadFailed,
     delete_each,
 )
 from airflow_provider_deltalite.engine.storage.fsspec_backend import FsspecBackend
+from airflow_provider_deltalite.engine.storage.retry import StorageRetryPolicy
 
 T = TypeVar("T")
 
@@ -46,14 +52,60 @@ def is_temporary_name(name: str) -> bool:
     return _TEMP_NAME.fullmatch(name) is not None
 
 
+# What fsspec's local filesystem strips from a URI before making the path absolute (`local_path`).
+_LOCAL_PREFIXES = ("file://", "file:", "local://", "local:")
+
+
+def local_path(uri: str) -> str:
+    """The local path of a path or ``file:``/``local:`` URI, as fsspec's local filesystem makes it (its
+    ``_strip_protocol`` on POSIX: the scheme taken off as written, no decoding, relative paths made absolute, trailing
+    slashes dropped).
+
+    Example:
+        >>> local_path("file:///tmp/t/"), local_path("/tmp/t")
+        ('/tmp/t', '/tmp/t')
+    """
+    for prefix in _LOCAL_PREFIXES:
+        if uri.startswith(prefix):
+            uri = uri[len(prefix) :]
+            break
+    if uri.startswith("~"):
+        uri = os.path.expanduser(uri)
+    elif not uri.startswith("/"):
+        uri = f"{os.getcwd()}/{'' if uri == '.' else uri.removeprefix('./')}"
+    return uri.rstrip("/") or "/"
+
+
 class LocalBackend(FsspecBackend):
-    """A `StorageBackend` on the local disk (see `base.StorageBackend` for the contract)."""
+    """A `StorageBackend` on the local disk (see `base.StorageBackend` for the contract).
+
+    Built with ``fs=None`` (the usual case), it makes no fsspec filesystem unless ``fs`` is read; built with one (a
+    filesystem the caller handed to `Storage`), its reads go through it as they always did.
+    """
 
     atomic_create_only = True
     has_real_directories = True
     native_files = True
     writes_temporary_files = True
     transient_faults = False
+
+    def __init__(self, fs: Any, policy: StorageRetryPolicy, options: dict[str, Any] | None = None) -> None:
+        self._fs = fs
+        self._given = fs is not None
+        self._options = dict(options or {})
+        self.policy = policy
+
+    @property
+    def fs(self) -> Any:
+        if self._fs is None:
+            import fsspec
+
+            self._fs = fsspec.filesystem("file", **self._options)
+        return self._fs
+
+    @fs.setter
+    def fs(self, value: Any) -> None:
+        self._fs = value
 
     @classmethod
     def filesystem_options(cls, options: dict[str, Any]) -> dict[str, Any]:
@@ -67,16 +119,55 @@ class LocalBackend(FsspecBackend):
     def request(self, call: Callable[[], T]) -> T:
         return call()
 
+    def strip_protocol(self, uri: str) -> str:
+        return local_path(uri)
+
+    # Reads go through a filesystem the caller gave (theirs to wrap or instrument); else they are system calls.
+
+    def exists(self, full: str) -> bool:
+        if self._given:
+            return super().exists(full)
+        return os.path.lexists(full)  # as fsspec's: the entry itself, a dangling link included
+
+    def is_dir(self, full: str) -> bool:
+        return super().is_dir(full) if self._given else os.path.isdir(full)
+
+    def read(self, full: str) -> bytes:
+        if self._given:
+            return super().read(full)
+        with open(full, "rb") as fh:
+            return fh.read()
+
+    def read_range(self, full: str, start: int, length: int) -> bytes:
+        if self._given:
+            return super().read_range(full, start, length)
+        with open(full, "rb") as fh:
+            fh.seek(start)
+            return fh.read(length)
+
+    def read_many(self, full: list[str]) -> dict[str, bytes]:
+        if self._given:
+            return super().read_many(full)
+        done: dict[str, bytes] = {}
+        for path in dict.fromkeys(full):
+            try:
+                done[path] = self.read(path)
+            except Exception as exc:
+                raise ReadFailed(path, exc) from None
+        return done
+
     def open_read(self, full: str, errors: ErrorTranslation) -> Any:
-        return self.fs.open(full, "rb")
+        if self._given:
+            return self.fs.open(full, "rb")
+        return open(full, "rb")  # the caller closes it
 
     def open_data_file(self, full: str, errors: ErrorTranslation) -> Any:
         # A pyarrow native file: its reads release the GIL, so the threads of the local executor decode in
         # parallel, where an fsspec file object would take the GIL for every read.
-        return pa.OSFile(self.strip_protocol(full), "rb")
+        return pa.OSFile(local_path(full), "rb")
 
     def create_data_file(self, full: str) -> Any:
-        local = self.strip_protocol(full)
+        local = local_path(full)
         os.makedirs(os.path.dirname(local), exist_ok=True)
         return pa.OSFile(local, "wb")
 

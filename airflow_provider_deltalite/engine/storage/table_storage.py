@@ -9,8 +9,6 @@ from collections.abc import Container, Iterable, Iterator, Mapping
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-import fsspec
-
 from airflow_provider_deltalite.engine.errors import (
     CreateOnlyNotSupported,
     InvalidArgument,
@@ -18,7 +16,13 @@ from airflow_provider_deltalite.engine.errors import (
     redact_uri,
 )
 from airflow_provider_deltalite.engine.storage.backends import LOCAL_SCHEMES, backend_class, backend_for, protocols_of
-from airflow_provider_deltalite.engine.storage.base import DeleteOutcome, DirListing, FileInfo, ReadFailed
+from airflow_provider_deltalite.engine.storage.base import (
+    DeleteOutcome,
+    DirListing,
+    FileInfo,
+    ReadFailed,
+    StorageBackend,
+)
 from airflow_provider_deltalite.engine.storage.create_only_commits import CreateOnlyCommits
 from airflow_provider_deltalite.engine.storage.dynamodb_commit import (
     DYNAMODB_OPTIONS,
@@ -26,6 +30,7 @@ from airflow_provider_deltalite.engine.storage.dynamodb_commit import (
     DynamoDBCommits,
     commit_version,
 )
+from airflow_provider_deltalite.engine.storage.local import LocalBackend, local_path
 from airflow_provider_deltalite.engine.storage.paths import (
     absolute_uri_to_path,
     describe,
@@ -118,17 +123,32 @@ class Storage:
                     f"{scheme or 'file'}:// location",
                     self.table_uri,
                 )
-            self.fs = filesystem
+            fs = filesystem
             root = filesystem._strip_protocol(self.table_uri)
+        elif scheme in LOCAL_SCHEMES:
+            # every local operation is a system call: no fsspec filesystem (nor its import) unless `fs` is asked for
+            fs, root = None, local_path(self.table_uri)
         else:
+            import fsspec
+
             fs_options = backend_class(scheme).filesystem_options(options)
             try:
-                self.fs, root = fsspec.core.url_to_fs(self.table_uri, **fs_options)
+                fs, root = fsspec.core.url_to_fs(self.table_uri, **fs_options)
             except (ImportError, ValueError) as exc:
                 raise StorageError(f"cannot open storage: {type(exc).__name__}: {exc}", self.table_uri) from None
         self.root = root.rstrip("/") or "/"
-        self.protocol = protocols_of(self.fs)[0]
-        self.backend = backend_for(self.fs, self.retry_policy)
+        self.protocols = protocols_of(fs) if fs is not None else ("file", "local")
+        self.protocol = self.protocols[0]
+        self.backend: StorageBackend = (
+            backend_for(fs, self.retry_policy)
+            if fs is not None
+            else LocalBackend(None, self.retry_policy, LocalBackend.filesystem_options(options))
+        )
+
+    @property
+    def fs(self) -> Any:
+        """The store's fsspec filesystem (a local table's is built on first use: its own operations need none)."""
+        return self.backend.fs
 
     # The fsspec filesystem holds sockets and event loops; Spark ships Storage to executors, so rebuild it there.
     def __getstate__(self) -> dict[str, Any]:
@@ -178,7 +198,7 @@ class Storage:
         """Whether an absolute URI from the log can name a file of this store: a path without a scheme does, a URI
         does when its scheme is one the store's filesystem serves (``s3://`` in a local table's log does not)."""
         scheme = urlsplit(uri).scheme.lower()
-        return len(scheme) <= 1 or scheme in protocols_of(self.fs)
+        return len(scheme) <= 1 or scheme in self.protocols
 
     # -- paths -------------------------------------------------------------------------------------------
 

@@ -43,9 +43,7 @@ def group_clustering(mins: pa.Array, maxs: pa.Array, groups: np.ndarray, n_group
     lo_values, hi_values = mins.filter(keep), maxs.filter(keep)
     g = np.asarray(groups, np.int64)[valid]
     n = len(lo_values)
-    ranks = pc.rank(pa.concat_arrays([lo_values, hi_values.cast(lo_values.type)]), tiebreaker="dense")
-    ranks_np = ranks.to_numpy(zero_copy_only=False).astype(np.int64)
-    stride = int(ranks_np.max()) + 1
+    ranks_np, stride = _ordered_keys(pa.concat_arrays([lo_values, hi_values.cast(lo_values.type)]), n_groups)
     lo = g * stride + ranks_np[:n]
     hi = g * stride + ranks_np[n:]
     # a max below its min (a writer's bug) would count negatively: treat the file as the point of its min
@@ -53,22 +51,22 @@ def group_clustering(mins: pa.Array, maxs: pa.Array, groups: np.ndarray, n_group
     lo_sorted = np.sort(lo)
     hi_sorted = np.sort(hi)
 
-    def covering(keys: np.ndarray) -> np.ndarray:  # files with lo <= k <= hi
+    def covering(keys: np.ndarray) -> np.ndarray:  # files with lo <= k <= hi; sorted keys keep the searches local
         return np.searchsorted(lo_sorted, keys, side="right") - np.searchsorted(hi_sorted, keys, side="left")
 
     files_with_stats = np.bincount(g, minlength=n_groups).astype(np.int64)
-    point_query_sum = np.bincount(g, weights=covering(lo), minlength=n_groups)
+    # a key's group is key // stride: the sorted mins stand for the files, in another order
+    point_query_sum = np.bincount(lo_sorted // stride, weights=covering(lo_sorted), minlength=n_groups)
 
     # elementary intervals [u_j, u_j+1] between consecutive distinct bounds: files with lo <= u_j < hi cover it
-    bounds = np.unique(np.concatenate((lo, hi)))
-    open_depth = np.searchsorted(lo_sorted, bounds[:-1], side="right") - np.searchsorted(
-        hi_sorted, bounds[:-1], side="right"
-    )
+    bounds = _distinct_sorted(np.concatenate((lo_sorted, hi_sorted)))
+    starts = bounds[:-1]
+    open_depth = np.searchsorted(lo_sorted, starts, side="right") - np.searchsorted(hi_sorted, starts, side="right")
     covered = open_depth > 0
     interval_depth = open_depth[covered]
-    interval_group = bounds[:-1][covered] // stride
+    interval_group = starts[covered] // stride
     # a file whose min equals its max covers one point, an interval of its own, as deep as the files holding it
-    points = np.unique(lo[lo == hi])
+    points = _distinct_sorted(lo[lo == hi])
     point_depth = covering(points)
     depth = np.concatenate((interval_depth, point_depth)).astype(np.int64)
     depth_group = np.concatenate((interval_group, points // stride)).astype(np.int64)
@@ -77,3 +75,40 @@ def group_clustering(mins: pa.Array, maxs: pa.Array, groups: np.ndarray, n_group
     max_depth = np.zeros(n_groups, np.int64)
     np.maximum.at(max_depth, depth_group, depth)
     return GroupClustering(files_with_stats, point_query_sum, depth_sum, intervals, max_depth)
+
+
+_INT_TYPES = (pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(), pa.uint32(), pa.date32())
+_KEY_LIMIT = 1 << 62  # group * stride + key must stay inside int64
+
+
+def _ordered_keys(values: pa.Array, n_groups: int) -> tuple[np.ndarray, int]:
+    """Non-negative int64 keys in the order of ``values`` (no nulls), and a stride above every key such that
+    ``n_groups * stride`` fits in int64. Whole numbers and dates are their own keys (shifted to 0) when their span
+    allows; strings are ranked through their dictionary (one hash pass, then a sort of the distinct values only);
+    anything else is ranked directly."""
+    kind = values.type
+    if kind in _INT_TYPES or pa.types.is_timestamp(kind):
+        whole = values.cast(pa.int32()) if kind == pa.date32() else values  # no direct date32 -> int64 cast
+        ints = whole.cast(pa.int64()).to_numpy(zero_copy_only=False)
+        low = int(ints.min())
+        span = int(ints.max()) - low + 1
+        if (span + 1) * n_groups < _KEY_LIMIT:
+            return ints - low, span + 1
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_binary(kind):
+        encoded = pc.dictionary_encode(values)
+        dictionary_ranks = pc.rank(encoded.dictionary, tiebreaker="dense").to_numpy(zero_copy_only=False)
+        keys = dictionary_ranks.astype(np.int64)[encoded.indices.to_numpy(zero_copy_only=False)]
+    else:
+        keys = pc.rank(values, tiebreaker="dense").to_numpy(zero_copy_only=False).astype(np.int64)
+    return keys, int(keys.max()) + 1
+
+
+def _distinct_sorted(values: np.ndarray) -> np.ndarray:
+    """The distinct values, sorted (a stable sort merges the two sorted runs it is given in linear time)."""
+    ordered = np.sort(values, kind="stable")
+    if not len(ordered):
+        return ordered
+    keep = np.empty(len(ordered), bool)
+    keep[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    return ordered[keep]

@@ -56,8 +56,7 @@ class LogView:
                 commit_times[parsed.version] = info.modification_time
             elif parsed.kind in _CHECKPOINT_KINDS:
                 checkpoints.add(parsed.version)
-        known: Mapping[int, dict[str, Any]] = snapshot._state.commit_infos
-        return cls(snapshot, files, commit_times, checkpoints, dict(known))
+        return cls(snapshot, files, commit_times, checkpoints, dict(snapshot.commit_infos))
 
     def commit_info(self, version: int) -> dict[str, Any] | None:
         if version not in self.infos:

@@ -16,13 +16,29 @@ HOUR_MS = 3_600_000
 
 
 def dead_tombstones(tombstones: pa.Table, live_paths: pa.Array) -> pa.Table:
-    """The surviving `remove` actions whose file is not live again (a file re-added, or kept with a new deletion
-    vector, still holds its bytes: VACUUM keeps it)."""
+    """One tombstone per file that is not live again, its newest: replay keeps a remove per (path, deletion vector),
+    so a file rewritten with a new deletion vector several times and then removed has several, and a file kept with
+    a new deletion vector still holds its bytes (VACUUM keeps it). VACUUM keeps a file while any of its tombstones is
+    within retention, so the newest deletion time decides."""
     if not tombstones.num_rows:
         return tombstones
     paths = contiguous(tombstones.column("path"))
-    dead = pc.invert(pc.is_in(paths, value_set=contiguous(live_paths))).fill_null(True)
-    return tombstones.filter(dead)
+    live = contiguous(live_paths)
+    # hash the few tombstones and scan the many live paths, not the other way round (1M live paths: 0.05 s, not 0.9)
+    relive = live.filter(pc.is_in(live, value_set=paths).fill_null(False))
+    if len(relive):
+        tombstones = tombstones.filter(pc.invert(pc.is_in(paths, value_set=relive)).fill_null(True))
+        paths = contiguous(tombstones.column("path"))
+    if pc.count_distinct(paths).as_py() == len(paths):
+        return tombstones
+    deleted = contiguous(tombstones.column("deletionTimestamp")).fill_null(0)
+    order = pc.sort_indices(
+        pa.table({"p": paths, "d": deleted}), sort_keys=[("p", "ascending"), ("d", "descending")]
+    ).to_numpy()
+    ordered = paths.take(pa.array(order))
+    first = np.ones(len(order), bool)
+    first[1:] = pc.not_equal(ordered.slice(1), ordered.slice(0, len(order) - 1)).to_numpy(zero_copy_only=False)
+    return tombstones.take(pa.array(np.sort(order[first])))
 
 
 def tombstone_figures(tombstones: pa.Table, retention_ms: int, now_ms: int) -> Tombstones:

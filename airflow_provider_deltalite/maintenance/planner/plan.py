@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_provider_deltalite.engine.errors import InvalidArgument
 from airflow_provider_deltalite.maintenance.health.metrics import plain
 
 # The operations a plan may hold, in the order a run executes them: rewrites first (their tombstones start the
@@ -89,5 +90,63 @@ class MaintenancePlan:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> MaintenancePlan:
-        """The plan back from `to_dict`'s form."""
-        raise NotImplementedError  # the planner's helper writes it
+        """The plan back from `to_dict`'s form (``MaintenancePlan.from_dict(plan.to_dict()) == plan``).
+
+        Raises:
+            InvalidArgument: ``data`` is not a plan's dict (a missing key, or an operation not in `OPERATIONS`).
+        """
+        try:
+            return cls(
+                table_uri=data["tableUri"],
+                version=int(data["version"]),
+                planned_at=int(data["plannedAt"]),
+                policy=dict(data["policy"]),
+                actions=tuple(
+                    PlannedAction(
+                        operation=_operation(a["operation"]),
+                        options=dict(a["options"]),
+                        partitions=_partitions(a["partitions"]),
+                        reasons=_reasons(a["reasons"]),
+                        estimate=_estimate(a["estimate"]),
+                    )
+                    for a in data["actions"]
+                ),
+                deferred=tuple(
+                    DeferredAction(
+                        operation=_operation(d["operation"]),
+                        partitions=_partitions(d["partitions"]),
+                        reasons=_reasons(d["reasons"]),
+                        estimate=_estimate(d["estimate"]),
+                    )
+                    for d in data.get("deferred", ())
+                ),
+                total=_estimate(data.get("total", {})),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            problem = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)
+            uri = data.get("tableUri") if isinstance(data, dict) else None
+            raise InvalidArgument(f"not a maintenance plan: {problem}", uri) from None
+
+
+def _operation(name: Any) -> str:
+    if name not in OPERATIONS:
+        raise ValueError(f"unknown operation {name!r} (expected one of {', '.join(OPERATIONS)})")
+    return str(name)
+
+
+def _partitions(items: Any) -> tuple[dict[str, str | None], ...]:
+    return tuple(dict(p) for p in items)
+
+
+def _reasons(items: Any) -> tuple[Reason, ...]:
+    return tuple(Reason(r["metric"], r["value"], r["policyKey"], r["threshold"], r["text"]) for r in items)
+
+
+def _estimate(data: Any) -> Estimate:
+    return Estimate(
+        bytes_read=int(data.get("bytesRead", 0)),
+        bytes_written=int(data.get("bytesWritten", 0)),
+        files_removed=int(data.get("filesRemoved", 0)),
+        files_added=int(data.get("filesAdded", 0)),
+        files_deleted=int(data.get("filesDeleted", 0)),
+    )

@@ -213,6 +213,9 @@ def protected_files(snapshot: Snapshot, horizon_ms: int) -> ProtectedFiles:
     when in doubt, the file is kept).
     """
     storage = snapshot.storage
+    # The sets below are Python objects, which cannot reuse the pages the Arrow pool freed during log replay: hand
+    # those back first (a million-file table: ~100 MB less at the peak).
+    pa.default_memory_pool().release_unused()
     tombstones = snapshot.tombstones
     stamps = tombstones.column("deletionTimestamp")
     keep = pc.fill_null(pc.greater_equal(stamps, pa.scalar(horizon_ms, pa.int64())), True)
@@ -221,7 +224,10 @@ def protected_files(snapshot: Snapshot, horizon_ms: int) -> ProtectedFiles:
         live_paths, live_others = _referenced(storage, snapshot.raw_files)
         kept_paths, kept_others = _referenced(storage, kept)
         live = frozenset(live_paths)
-        paths = live.union(live_others, kept_paths, kept_others)
+        del live_paths
+        # one set for both when the tombstones protect nothing more (a set of a million paths is tens of MB)
+        extra = [p for p in (*live_others, *kept_paths, *kept_others) if p not in live]
+        paths = live.union(extra) if extra else live
     except CorruptLog as exc:
         raise CorruptLog(exc.problem, snapshot.table_uri) from None
     return ProtectedFiles(paths, live, tombstones.num_rows - kept.num_rows)

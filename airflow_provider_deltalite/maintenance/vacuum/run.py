@@ -29,9 +29,10 @@ from airflow_provider_deltalite.engine.table import Table
 from airflow_provider_deltalite.engine.transaction import CommitResult, Transaction
 from airflow_provider_deltalite.maintenance.executor import Executor, LocalExecutor
 from airflow_provider_deltalite.maintenance.options import VacuumOptions
+from airflow_provider_deltalite.maintenance.vacuum.budget import oldest_first
 from airflow_provider_deltalite.maintenance.vacuum.delete import delete_plan
 from airflow_provider_deltalite.maintenance.vacuum.inventory import read_inventory, to_listing
-from airflow_provider_deltalite.maintenance.vacuum.listing import list_table
+from airflow_provider_deltalite.maintenance.vacuum.listing import ListedDir, list_table
 from airflow_provider_deltalite.maintenance.vacuum.lite import (
     latest_commit_at_or_before,
     read_last_vacuum_info,
@@ -144,6 +145,7 @@ def vacuum(
     owned = executor is None
     # listing and deleting wait on the store: its own concurrency, not the core count, sizes the default pool
     executor = executor or LocalExecutor(max_concurrent_tasks or storage.default_concurrency)
+    listing: list[ListedDir] | None = None  # FULL's files, for max_files_to_delete's oldest-first order
     try:
         if kind == FULL and opts.inventory is not None:
             try:
@@ -174,8 +176,9 @@ def vacuum(
             plan = plan_full(listing, protected, window.horizon_ms, remove_dirs=storage.has_real_directories)
         else:
             plan = plan_lite(storage, snapshot, protected, rule, window.horizon_ms)
+        plan, deferred = oldest_first(plan, opts.max_files_to_delete, snapshot, listing)
         identify_ms = int((time.monotonic() - clock) * 1000)
-        run = _Run(table, snapshot, window, kind, executor.name, start_ms, identify_ms)
+        run = _Run(table, snapshot, window, kind, executor.name, start_ms, identify_ms, deferred)
         if opts.dry_run:
             return run.stats(plan, dry_run=True)
         return _delete_and_commit(run, plan, executor, opts.commit_log_entries, progress)
@@ -214,6 +217,7 @@ class _Run:
     executor: str
     start_ms: int
     identify_ms: int
+    deferred: int = 0  # eligible files left for a later run by max_files_to_delete
 
     def stats(
         self,
@@ -249,6 +253,7 @@ class _Run:
             vacuum_end_time=int(time.time() * 1000),
             executor=self.executor,
             files_already_gone=gone,
+            num_files_deferred=self.deferred,
         )
 
 
@@ -313,7 +318,8 @@ def _delete_and_commit(
         outside = latest_commit_at_or_before(storage, snapshot, window.horizon_ms)
     else:
         outside = plan.lite.latest_outside_window if plan.lite else None
-    if outside is not None:
+    # files left by max_files_to_delete were removed in those commits: LITE must read them again next time
+    if outside is not None and not run.deferred:
         recorded = read_last_vacuum_info(storage)
         if recorded is None or outside > recorded:  # progress never goes back (a longer retention this time)
             write_last_vacuum_info(storage, outside)

@@ -36,6 +36,7 @@ class VacuumStats:
         executor: where listing and deleting ran (``local`` or ``spark``).
         files_already_gone: files planned for deletion that were gone when deleted (a stale inventory, another
             VACUUM); stores that cannot tell (S3's DeleteObjects) count them in ``objects_deleted``.
+        num_files_deferred: eligible files left for a later run because of ``max_files_to_delete``.
     """
 
     is_dry_run: bool
@@ -61,6 +62,7 @@ class VacuumStats:
     vacuum_end_time: int = 0
     executor: str = "local"
     files_already_gone: int = 0
+    num_files_deferred: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """The stats as a JSON-ready dict with the reference's camelCase keys (``isDryRun``, ``objectsDeleted``...)."""
