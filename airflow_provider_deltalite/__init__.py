@@ -114,6 +114,7 @@ def get_provider_info() -> dict:
                     "airflow_provider_deltalite.operators.optimize",
                     "airflow_provider_deltalite.operators.zorder",
                     "airflow_provider_deltalite.operators.vacuum",
+                    "airflow_provider_deltalite.operators.maintenance",
                 ],
             }
         ],

@@ -88,6 +88,7 @@ def test_the_examples_are_the_documented_ones(parsed: dict[str, Any]) -> None:
     dags = {Path(p).name: r["dags"] for p, r in parsed.items() if p != "probe"}
     assert dags["nightly_compaction.py"] == ["deltalite_nightly_compaction"]
     assert dags["retention_enforcement.py"] == ["deltalite_retention_enforcement"]
+    assert dags["maintain_lake.py"] == ["deltalite_maintain_lake"]
     assert {"asset_watcher.py", "new_commits_trigger.py", "nightly_compaction.py", "retention_enforcement.py"} <= set(
         dags
     )

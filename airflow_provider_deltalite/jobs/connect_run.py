@@ -42,8 +42,8 @@ class ConnectRun:
         self._killed = False
 
     def run(self, command: str, table: DeltaTable, options: MaintenanceOptions) -> dict[str, Any]:
-        """Run ``command`` (``optimize``, ``zorder``, ``vacuum``) on ``table``; its stats as the job reports them
-        (plain JSON values).
+        """Run ``command`` (``optimize``, ``zorder``, ``vacuum``, ``maintain``) on ``table``; its stats as the job
+        reports them (plain JSON values).
 
         Raises:
             DeltaLiteError: the operation's own error, or an `ExecutorError` (the server cannot be reached, a task

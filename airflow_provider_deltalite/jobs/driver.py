@@ -8,7 +8,9 @@ spark-submit runs this file as the application (the engine zip from `executors.e
 
 ``--options`` is the operation's options object as one JSON document (`OptimizeOptions.to_json`, what the operators
 send). A person running the job by hand may give the options as flags instead (``--target-size 268435456``, the
-words of the ``deltalite`` CLI, `cli.arguments`); ``--options`` and those flags together are an error.
+words of the ``deltalite`` CLI, `cli.arguments`); ``--options`` and those flags together are an error. ``maintain``
+runs the actions of a maintenance plan made elsewhere (`MaintainOptions`: the plan's actions and policy, as
+`DeltaMaintenanceOperator` sends them) and has no option flags.
 
 The stats are written as JSON to ``--result`` (a local path or any fsspec URI; the table's storage options apply
 when it is on the same store) and printed on stdout as one line ``DELTALITE_RESULT <json>``. Storage options
@@ -51,6 +53,7 @@ from airflow_provider_deltalite.cli.arguments import (
 from airflow_provider_deltalite.engine import DeltaLiteError
 from airflow_provider_deltalite.engine.storage import normalize_table_uri
 from airflow_provider_deltalite.maintenance.options import (
+    MaintainOptions,
     MaintenanceOptions,
     OptimizeOptions,
     VacuumOptions,
@@ -110,6 +113,20 @@ def _run_vacuum(table: DeltaTable, options: VacuumOptions, executor: Executor) -
     return vacuum(table, options, executor=executor)
 
 
+def _run_maintain(table: DeltaTable, options: MaintainOptions, executor: Executor) -> Any:
+    from airflow_provider_deltalite.maintenance.planner import MaintenancePlan, run_plan
+
+    return run_plan(table, MaintenancePlan.from_dict(options.plan_dict(table.uri)), executor=executor)
+
+
+def _no_flags(parser: argparse.ArgumentParser) -> None:
+    """The maintain job has no option flags: its plan is one document."""
+
+
+def _maintain_from_flags(args: argparse.Namespace, table_uri: str | None) -> MaintenanceOptions:
+    raise BadInput("the maintain job takes its plan as --options (a MaintainOptions JSON object)")
+
+
 # Later subcommands add an entry here.
 COMMANDS: dict[str, Command] = {
     "optimize": Command(
@@ -124,6 +141,9 @@ COMMANDS: dict[str, Command] = {
     ),
     "vacuum": Command(
         "delete files the table no longer references", VacuumOptions, add_vacuum_arguments, vacuum_options, _run_vacuum
+    ),
+    "maintain": Command(
+        "run the actions of a maintenance plan", MaintainOptions, _no_flags, _maintain_from_flags, _run_maintain
     ),
 }
 

@@ -203,6 +203,11 @@ class DeltaLiteSparkJobOperator(SparkSubmitOperator):
         (``reason`` None when the plan itself is the answer, e.g. a dry run), or None to run the job."""
         return None
 
+    def completed(self, result: dict[str, Any]) -> dict[str, Any]:
+        """The task's result (XCom ``return_value``) from the job's or the plan's stats with ``skippedReason``, after
+        the job ended or was skipped: a subclass may reshape or add to it (the default returns it as it is)."""
+        return result
+
     def has_threshold(self) -> bool:
         """True when a skip threshold is set: `plan` then runs even with ``preflight=False``."""
         return self.threshold_field is not None and optional_text(getattr(self, self.threshold_field)) is not None
@@ -414,6 +419,7 @@ class DeltaLiteSparkJobOperator(SparkSubmitOperator):
                 out[key] = listed[:XCOM_FILE_LIST_LIMIT]
                 out[f"{key}Truncated"] = True
         out["skippedReason"] = reason
+        out = self.completed(out)
         self.stats = out
         if reason is not None:
             self.log.info("deltalite %s skipped without starting Spark: %s", self.command, reason)

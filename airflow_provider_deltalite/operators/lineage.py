@@ -38,8 +38,27 @@ def dataset_identity(table_uri: str) -> tuple[str, str]:
     return f"{scheme}://{authority}", parts.path.lstrip("/")
 
 
+def table_level(health: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A health dict (`TableHealth.to_dict`) without its partitions: the table-level metrics."""
+    if health is None:
+        return None
+    return {k: v for k, v in health.items() if k not in ("partitions", "partitionsTruncated")}
+
+
 def run_facet_fields(operation: str, stats: Mapping[str, Any]) -> dict[str, Any]:
-    """The fields of the deltalite run facet: the operation and its stats without file lists."""
+    """The fields of the deltalite run facet: the operation and its stats without file lists; for MAINTAIN, the
+    run's stats and the table-level health before and after."""
+    if operation == "MAINTAIN":
+        run = stats.get("run") or {}
+        return {
+            "operation": operation,
+            "stats": {
+                **{k: v for k, v in run.items() if k not in _FACET_SKIP},
+                "skippedReason": stats.get("skippedReason"),
+            },
+            "healthBefore": table_level(stats.get("healthBefore")),
+            "healthAfter": table_level(stats.get("healthAfter")),
+        }
     return {"operation": operation, "stats": {k: v for k, v in stats.items() if k not in _FACET_SKIP}}
 
 
@@ -60,10 +79,21 @@ def operator_lineage(table_uri: str, operation: str, stats: Mapping[str, Any] | 
         operation: str
         stats: dict[str, Any]
 
+    @attr.define
+    class DeltaLiteMaintainRunFacet(RunFacet):
+        """deltalite's MAINTAIN run: the run's stats and the table-level health before and after it."""
+
+        operation: str
+        stats: dict[str, Any]
+        healthBefore: dict[str, Any] | None  # camelCase: the facet's JSON names
+        healthAfter: dict[str, Any] | None
+
     namespace, name = dataset_identity(table_uri)
     run_facets = {}
     if stats is not None:
-        run_facets["deltalite"] = DeltaLiteMaintenanceRunFacet(**run_facet_fields(operation, stats))
+        fields = run_facet_fields(operation, stats)
+        facet = DeltaLiteMaintainRunFacet if "healthBefore" in fields else DeltaLiteMaintenanceRunFacet
+        run_facets["deltalite"] = facet(**fields)
     return OperatorLineage(
         inputs=[InputDataset(namespace=namespace, name=name)],
         outputs=[OutputDataset(namespace=namespace, name=name)],

@@ -43,6 +43,7 @@ def test_every_registered_module_imports_and_holds_the_public_classes() -> None:
         "airflow_provider_deltalite.operators.optimize": ["OptimizeOperator"],
         "airflow_provider_deltalite.operators.zorder": ["ZOrderOperator"],
         "airflow_provider_deltalite.operators.vacuum": ["VacuumOperator"],
+        "airflow_provider_deltalite.operators.maintenance": ["DeltaMaintenanceOperator"],
     }
     assert _modules(info, "sensors") == ["airflow_provider_deltalite.sensors.new_version"]
     assert "NewVersionSensor" in _classes("airflow_provider_deltalite.sensors.new_version")
