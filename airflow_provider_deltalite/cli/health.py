@@ -12,7 +12,7 @@ from airflow_provider_deltalite.maintenance.options import split_columns
 from airflow_provider_deltalite.maintenance.wording import count, human_size, percent
 
 if TYPE_CHECKING:
-    from airflow_provider_deltalite.maintenance.health.metrics import PartitionHealth, TableHealth
+    from airflow_provider_deltalite.maintenance.health.metrics import TableHealth
 
 WORST_PARTITIONS = 20
 
@@ -103,7 +103,7 @@ def health_lines(h: TableHealth) -> list[str]:
         without = f", {count(c.files_without_stats, 'file')} without statistics" if c.files_without_stats else ""
         lines.append(f"clustering  {c.column} ({h.clustering_source}): {figures}{without}")
     if h.partition_columns:
-        worst = worst_partitions(h.partitions)
+        worst = [p for p in h.worst_partitions(WORST_PARTITIONS) if p.small_files]
         if not worst:
             lines.append("partitions  none has small files")
         else:
@@ -115,12 +115,6 @@ def health_lines(h: TableHealth) -> list[str]:
                     f"{p.deleted_rows:,} rows deleted, {human_size(p.tombstone_bytes)} in tombstones"
                 )
     return lines
-
-
-def worst_partitions(partitions: tuple[PartitionHealth, ...], limit: int = WORST_PARTITIONS) -> list[PartitionHealth]:
-    """The partitions with small files, most first (then most files), at most ``limit``."""
-    with_small = [p for p in partitions if p.small_files]
-    return sorted(with_small, key=lambda p: (-p.small_files, -p.files))[:limit]
 
 
 def _when(ms: int) -> str:

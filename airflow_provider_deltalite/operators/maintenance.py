@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import ast
-import json
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_deltalite.engine.errors import InvalidArgument
-from airflow_provider_deltalite.maintenance.options import MaintainOptions, optional_text
+from airflow_provider_deltalite.maintenance.options import MaintainOptions
 from airflow_provider_deltalite.operators.base import DeltaLiteSparkJobOperator
 
 if TYPE_CHECKING:
@@ -21,42 +18,23 @@ XCOM_PARTITION_LIMIT = 100
 
 
 def policy_values(policy: Any) -> dict[str, Any]:
-    """The policy keys of the operator's ``policy`` argument: a mapping, JSON text (or a dict as Jinja renders it
-    without native rendering), or the path of a policy file (JSON, or TOML when it ends in ``.toml``); None or
-    empty: the defaults.
-
-    Raises:
-        InvalidArgument: not JSON, not an object, a file that cannot be read, an unknown key or a bad value
-            (`InvalidPolicy`, naming the key).
-    """
+    """The policy keys of the operator's ``policy`` argument (see `MaintenancePolicy.from_value`)."""
     from airflow_provider_deltalite.maintenance.planner import MaintenancePolicy
 
-    if isinstance(policy, Mapping):
-        return MaintenancePolicy.from_mapping(policy).to_dict()
-    text = optional_text(policy)
-    if text is None:
-        return {}
-    if not text.startswith(("{", "[")):
-        return MaintenancePolicy.from_file(text).to_dict()
-    try:
-        values = json.loads(text)
-    except json.JSONDecodeError as exc:
-        try:  # a dict rendered by Jinja without render_template_as_native_obj: {'min_input_files': 10}
-            values = ast.literal_eval(text)
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
-            raise InvalidArgument(f"policy is not valid JSON (line {exc.lineno}, column {exc.colno})") from None
-    return MaintenancePolicy.from_mapping(values).to_dict()
+    return MaintenancePolicy.from_value(policy).to_dict()
 
 
 def xcom_health(health: Mapping[str, Any], limit: int = XCOM_PARTITION_LIMIT) -> dict[str, Any]:
     """A health dict (`TableHealth.to_dict`) for XCom: every table-level figure, and at most ``limit`` partitions,
     those with the most small files (then the most files; ties keep the health's order), with
     ``partitionsTruncated``."""
+    from airflow_provider_deltalite.maintenance.health.metrics import worst_partition_indexes
+
     partitions = list(health.get("partitions") or [])
     kept = partitions
     if len(partitions) > limit:
-        ranked = sorted(range(len(partitions)), key=lambda i: (-partitions[i]["smallFiles"], -partitions[i]["files"]))
-        kept = [partitions[i] for i in sorted(ranked[:limit])]
+        small, files = [p["smallFiles"] for p in partitions], [p["files"] for p in partitions]
+        kept = [partitions[i] for i in sorted(worst_partition_indexes(small, files, limit))]
     return {**health, "partitions": kept, "partitionsTruncated": len(kept) < len(partitions)}
 
 
@@ -102,13 +80,13 @@ class DeltaMaintenanceOperator(DeltaLiteSparkJobOperator):
         return True  # the plan decides what the job runs: it is always made here
 
     def plan(self, table: DeltaTable, options: MaintainOptions) -> tuple[dict[str, Any], str | None] | None:
-        from airflow_provider_deltalite.maintenance.health import table_health
-        from airflow_provider_deltalite.maintenance.planner import MaintenancePolicy, plan_maintenance
+        from airflow_provider_deltalite.maintenance.planner import MaintenancePolicy, plan_maintenance, policy_health
 
         snapshot = table.planning_snapshot(None)
         now = int(time.time() * 1000)
-        health = table_health(table, snapshot=snapshot, now=now)
         policy = MaintenancePolicy.from_mapping(options.policy, table.uri)
+        # measured as the policy sees the table (its minimum file size, its Z-order columns), before and after
+        health = policy_health(table, policy, snapshot=snapshot, now=now)
         plan = plan_maintenance(table, policy, snapshot=snapshot, now=now, health=health)
         self.maintenance_plan = plan
         self._health_before = health.to_dict()
@@ -129,11 +107,12 @@ class DeltaMaintenanceOperator(DeltaLiteSparkJobOperator):
         reason = result.pop("skippedReason")
         after = before
         if reason is None:  # the job ran: measure again
-            from airflow_provider_deltalite.maintenance.health import table_health
+            from airflow_provider_deltalite.maintenance.planner import MaintenancePolicy, policy_health
             from airflow_provider_deltalite.table import DeltaTable
 
             assert self.resolved_table_uri is not None
-            after = table_health(DeltaTable(self.resolved_table_uri, storage_options=self._storage_options)).to_dict()
+            table = DeltaTable(self.resolved_table_uri, storage_options=self._storage_options)
+            after = policy_health(table, MaintenancePolicy.from_mapping(plan.policy)).to_dict()
         return {
             "plan": plan.to_dict(),
             "healthBefore": xcom_health(before),

@@ -207,19 +207,13 @@ def _sizes_figure(go: Any, health: TableHealth) -> Any:
     return go.Figure(data=[bar], layout=layout)
 
 
-def _small_files_partitions(partitions: list[PartitionHealth]) -> list[PartitionHealth]:
-    """The partitions with most small files (ties in partition order), most first; the table when unpartitioned."""
-    ranked = sorted(enumerate(partitions), key=lambda item: (-item[1].small_files, item[0]))
-    return [partition for _, partition in ranked[:MAX_PARTITIONS]]
-
-
 def _short(label: str) -> str:
     return label if len(label) <= MAX_LABEL else label[: MAX_LABEL - 1] + "…"
 
 
 def _small_files_figure(go: Any, health: TableHealth) -> Any:
     live = live_partitions(health)
-    shown = _small_files_partitions(live)
+    shown = health.worst_partitions(MAX_PARTITIONS)
     if not health.partition_columns and not shown:  # an empty unpartitioned table still gets its one bar
         shown = [PartitionHealth({}, 0, 0, 0, 0, 0, 0, 0, 0, 0, ())]
     shown.reverse()  # plotly draws the first category at the bottom

@@ -8,6 +8,7 @@ are hours.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -177,6 +178,18 @@ class TableHealth:
     def to_dict(self) -> dict[str, Any]:
         """The JSON-ready form (camelCase keys), as ``deltalite health --json`` prints it."""
         return plain(self)
+
+    def worst_partitions(self, limit: int) -> list[PartitionHealth]:
+        """At most ``limit`` partitions holding live files, worst first (see `worst_partition_indexes`): what the
+        CLI lists, the page draws and the operator keeps in XCom."""
+        live = [p for p in self.partitions if p.files]
+        return [live[i] for i in worst_partition_indexes([p.small_files for p in live], [p.files for p in live], limit)]
+
+
+def worst_partition_indexes(small_files: Sequence[int], files: Sequence[int], limit: int) -> list[int]:
+    """Indexes of at most ``limit`` partitions: the most small files first, then the most files, equal ones in their
+    order."""
+    return sorted(range(len(files)), key=lambda i: (-small_files[i], -files[i]))[:limit]
 
 
 def plain(value: Any) -> Any:

@@ -11,6 +11,7 @@ Example:
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import difflib
 import json
@@ -129,6 +130,32 @@ class MaintenancePolicy:
             raise InvalidPolicy(f"the policy file {str(path)!r} is not valid {kind}: {exc}", table_uri) from None
         if not isinstance(data, dict):
             raise InvalidPolicy(f"the policy file {str(path)!r} must hold one object of policy keys", table_uri)
+        return cls.from_mapping(data, table_uri)
+
+    @classmethod
+    def from_value(cls, value: Any, table_uri: str | None = None) -> MaintenancePolicy:
+        """A policy from what a template renders: a mapping, JSON text (or a dict as Jinja renders it without
+        native rendering, ``{'min_input_files': 10}``), or the path of a policy file; None or empty: the defaults.
+
+        Raises:
+            InvalidPolicy: text that is neither JSON nor a rendered dict; as `from_mapping` and `from_file`.
+        """
+        if isinstance(value, Mapping):
+            return cls.from_mapping(value, table_uri)
+        text = None if value is None else str(value).strip()
+        if not text or text == "None":
+            return cls()
+        if not text.startswith(("{", "[")):
+            return cls.from_file(text, table_uri)
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            try:
+                data = ast.literal_eval(text)
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                raise InvalidPolicy(
+                    f"policy is not valid JSON (line {exc.lineno}, column {exc.colno})", table_uri
+                ) from None
         return cls.from_mapping(data, table_uri)
 
     def to_dict(self) -> dict[str, Any]:
