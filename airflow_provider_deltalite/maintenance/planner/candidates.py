@@ -212,18 +212,7 @@ def _zorder_candidate(
     fresh = len(part.files) - len(clustered)
     curves = sorted({_tag(tags[i], TAG_CURVE) or "zorder" for i in clustered})
     curve = curves[0] if len(curves) == 1 else "zorder"  # the curve the partition is clustered on already
-    reasons = []
-    if fresh >= policy.min_input_files:
-        reasons.append(
-            Reason(
-                "unclustered_files",
-                fresh,
-                "min_input_files",
-                policy.min_input_files,
-                f"{label}: {fresh} files not yet Z-ordered on {', '.join(columns)}, "
-                f"at least min_input_files={policy.min_input_files}",
-            )
-        )
+    reasons = _unclustered_reasons(policy, f"{label}: {fresh} files not yet Z-ordered on {', '.join(columns)}", fresh)
     reasons.extend(_point_query_reasons(policy, label, health.clustering if health is not None else ()))
     if not reasons:
         return None
@@ -234,6 +223,14 @@ def _zorder_candidate(
     options = {"columns": columns, "curve": curve, "where": where, "target_size": target}
     files_added = sum(max(1, round(sum(int(f["size"]) for f in b) / target)) for b in bins)
     return _rewrite("zorder", part.values, options, tuple(reasons), bins, files_added, fragment_size, label)
+
+
+def _unclustered_reasons(policy: MaintenancePolicy, what: str, fresh: int) -> list[Reason]:
+    """The reason to cluster when ``fresh`` files are in no cube on the current columns (none below the minimum)."""
+    if fresh < policy.min_input_files:
+        return []
+    text = f"{what}, at least min_input_files={policy.min_input_files}"
+    return [Reason("unclustered_files", fresh, "min_input_files", policy.min_input_files, text)]
 
 
 def _cluster_candidates(
@@ -250,18 +247,7 @@ def _cluster_candidates(
         tagged = cube_of({"tags": dict(tags) if isinstance(tags, list) else tags or {}})
         if provider in (None, CLUSTERING_PROVIDER) and tagged is None:
             fresh += 1
-    reasons = []
-    if fresh >= policy.min_input_files:
-        reasons.append(
-            Reason(
-                "unclustered_files",
-                fresh,
-                "min_input_files",
-                policy.min_input_files,
-                f"the table: {fresh} files not yet clustered on {', '.join(names)}, "
-                f"at least min_input_files={policy.min_input_files}",
-            )
-        )
+    reasons = _unclustered_reasons(policy, f"the table: {fresh} files not yet clustered on {', '.join(names)}", fresh)
     reasons.extend(_point_query_reasons(policy, "the table", health.clustering))
     bins = [list(b.files) for b in plan.bins]
     if not reasons or not bins:
