@@ -129,6 +129,11 @@ def apply(command: Mapping[str, Any]) -> dict[str, Any]:
     return report
 
 
+def torn_read(report: dict[str, Any]) -> bool:
+    """A delta-rs operation that failed reading a Parquet object which another writer replaced under it."""
+    return report["error"] == "DeltaError" and "Parquet error" in (report.get("message") or "")
+
+
 def serve() -> None:
     for line in sys.stdin:
         if line.strip():
@@ -166,10 +171,17 @@ def stress(args: argparse.Namespace) -> None:
                 command = {"op": op, "part": part, "rows": rows, "existing": old}
             # A lost race is retried on the newer table, as a delta-rs user does: our OPTIMIZE and Z-order loop
             # rewrites the same files all the time, and a DML that only ever lost would leave its kind untested.
+            # A torn read is retried too: a delta-rs writer replaces the checkpoint of a version it committed with a
+            # plain PUT even when we checkpointed that version first, and a delta-rs reader that had read the old
+            # object's footer then reads the new object's pages ("Parquet error: ..."). Nothing was committed; a
+            # delta-rs user retries it. The report counts them (``torn_reads``).
+            torn = 0
             for _ in range(RETRIES):
                 report = apply({**base, **command, "tag": tag})
-                if report["ok"] or report["error"] != "CommitFailedError":
+                if report["ok"] or not (report["error"] == "CommitFailedError" or torn_read(report)):
                     break
+                torn += torn_read(report)
+            report["torn_reads"] = torn
             if report["ok"]:
                 for row in report["added"]:
                     live[row[0]] = row[1]
