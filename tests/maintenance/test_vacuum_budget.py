@@ -81,3 +81,14 @@ def test_max_files_to_delete_must_be_positive(tmp_path: Path) -> None:
     doc = json.loads(out.stdout)
     assert (doc["numFilesToDelete"], doc["numFilesDeferred"]) == (1, 3)
     assert doc["filesToDelete"] == [{"path": "orphan.parquet", "size": len(b"never committed")}]
+
+
+def test_directories_above_a_file_left_for_later_are_kept() -> None:
+    from airflow_provider_deltalite.maintenance.vacuum.plan import VacuumPlan
+
+    files = (("a/b/1.parquet", 10), ("a/b/2.parquet", 20), ("a/3.parquet", 30), ("c/d/4.parquet", 40))
+    plan = VacuumPlan("FULL", files, ("a/b", "c/d", "a", "c"), 5, 9, None)
+    cut = plan.without(["a/b/2.parquet"])
+    # a/b still holds 2.parquet, so neither it nor a may go; c/d and c are emptied
+    assert (cut.files, cut.dirs) == ((("a/b/1.parquet", 10), ("a/3.parquet", 30), ("c/d/4.parquet", 40)), ("c/d", "c"))
+    assert plan.without([]) is plan

@@ -63,8 +63,12 @@ class VacuumPlan:
         keep = set(keep)
         if not keep:
             return self
-        parents = {p.rsplit("/", 1)[0] for p in keep if "/" in p}
-        blocked = {d for d in self.dirs if any(p == d or p.startswith(d + "/") for p in parents)}
+        # every directory above a kept file stays (a set of ancestors: linear in the kept paths, not dirs x files)
+        blocked: set[str] = set()
+        for path in keep:
+            parts = path.split("/")[:-1]
+            for depth in range(1, len(parts) + 1):
+                blocked.add("/".join(parts[:depth]))
         return VacuumPlan(
             self.mode,
             tuple(f for f in self.files if f[0] not in keep),
