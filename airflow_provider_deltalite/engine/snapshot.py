@@ -32,7 +32,7 @@ from airflow_provider_deltalite.engine.properties import (
 )
 from airflow_provider_deltalite.engine.replay import latest_non_file_state, reconcile
 from airflow_provider_deltalite.engine.schema import parse_schema_string
-from airflow_provider_deltalite.engine.stats_parse import parse_stats
+from airflow_provider_deltalite.engine.stats_parse import parse_stats, record_counts
 from airflow_provider_deltalite.engine.storage import Storage
 
 _INTERNAL = ("_version", "_seq")
@@ -136,16 +136,31 @@ class Snapshot:
     @cached_property
     def stats(self) -> pa.StructArray:
         """Parsed per-file statistics (numRecords, tightBounds, minValues, maxValues, nullCount; logical names)."""
+        return self._parse_stats(self.data_schema)
+
+    def stats_for(self, schema: pa.Schema) -> pa.StructArray:
+        """The statistics of the columns of ``schema`` only (a part of the data schema), parsed for this call: at a
+        million files, parsing the few columns a caller needs costs a fraction of `stats`. When `stats` was parsed
+        already, it is returned (its columns include those of ``schema``)."""
+        if "stats" in self.__dict__:  # the cached_property ran
+            return self.stats
+        return self._parse_stats(schema)
+
+    def num_records(self) -> pa.Array:
+        """numRecords of each live file (null without statistics), without parsing the rest of the statistics
+        unless `stats` was parsed already."""
+        if "stats" in self.__dict__:
+            return contiguous(self.stats.field("numRecords"))
+        return record_counts(contiguous(self.raw_files.column("stats")), self.table_uri)
+
+    def _parse_stats(self, schema: pa.Schema) -> pa.StructArray:
         names = {
             f["name"]: physical_name(f, self.column_mapping_mode)
             for f in self.schema["fields"]
             if f["name"] not in self.partition_columns
         }
         return parse_stats(
-            contiguous(self.raw_files.column("stats")),
-            self.data_schema,
-            physical_names=names,
-            table_uri=self.table_uri,
+            contiguous(self.raw_files.column("stats")), schema, physical_names=names, table_uri=self.table_uri
         )
 
     @cached_property

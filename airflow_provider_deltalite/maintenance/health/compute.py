@@ -17,12 +17,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_provider_deltalite.engine.arrow_util import contiguous
-from airflow_provider_deltalite.engine.column_mapping import physical_name
 from airflow_provider_deltalite.engine.errors import InvalidArgument
 from airflow_provider_deltalite.engine.partition_values import parse_partition_values
 from airflow_provider_deltalite.engine.properties import DELETED_FILE_RETENTION_DURATION, TARGET_FILE_SIZE
 from airflow_provider_deltalite.engine.snapshot import Snapshot
-from airflow_provider_deltalite.engine.stats_parse import parse_stats
 from airflow_provider_deltalite.engine.table import Table, parse_timestamp_ms
 from airflow_provider_deltalite.maintenance.health.clustering_columns import (
     MeasuredColumn,
@@ -109,7 +107,7 @@ def table_health(
 
     sizes = contiguous(live.column("size")).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
     stats = _stats(snap, measured) if measured else None
-    records = contiguous(stats.field("numRecords")) if stats is not None else num_records(snap)
+    records = contiguous(stats.field("numRecords")) if stats is not None else snap.num_records()
     has_records = records.is_valid().to_numpy(zero_copy_only=False)
     rows = records.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
     dv = contiguous(live.column("deletionVector"))
@@ -213,40 +211,7 @@ def _column_figures(column: MeasuredColumn, sums: GroupClustering, files: int, g
 
 
 def _stats(snap: Snapshot, measured: Sequence[MeasuredColumn]) -> pa.StructArray:
-    if "stats" in snap.__dict__:  # parsed already (the cached_property ran): reuse it
-        return snap.stats
-    names = {
-        f["name"]: physical_name(f, snap.column_mapping_mode)
-        for f in snap.schema["fields"]
-        if f["name"] not in snap.partition_columns
-    }
-    return parse_stats(
-        contiguous(snap.raw_files.column("stats")),
-        stats_schema(snap, measured),
-        physical_names=names,
-        table_uri=snap.table_uri,
-    )
-
-
-# Every writer puts numRecords first; a string that starts with it gives the count without a JSON parse (8x faster)
-_NUM_RECORDS_FIRST = r'^\{\s*"numRecords"\s*:\s*(?P<n>\d+)\s*[,}]'
-
-
-def num_records(snap: Snapshot) -> pa.Array:
-    """numRecords of each live file (null without statistics): read from the start of the stats string where it
-    stands first, the other strings parsed as JSON."""
-    if "stats" in snap.__dict__:
-        return contiguous(snap.stats.field("numRecords"))
-    raw = contiguous(snap.raw_files.column("stats"))
-    if not len(raw):
-        return pa.array([], pa.int64())
-    text = raw if pa.types.is_string(raw.type) or pa.types.is_large_string(raw.type) else raw.cast(pa.string())
-    found = pc.cast(pc.struct_field(pc.extract_regex(text, _NUM_RECORDS_FIRST), "n"), pa.int64())
-    rest = pc.and_(text.is_valid(), found.is_null())
-    if not pc.any(rest).as_py():
-        return found
-    parsed = parse_stats(text.filter(rest), pa.schema([]), table_uri=snap.table_uri).field("numRecords")
-    return pc.replace_with_mask(found, rest, contiguous(parsed).cast(pa.int64()))
+    return snap.stats_for(stats_schema(snap, measured))
 
 
 class PartitionGroups:
