@@ -52,8 +52,8 @@ from airflow_provider_deltalite.cli.arguments import (
 )
 from airflow_provider_deltalite.engine import DeltaLiteError
 from airflow_provider_deltalite.engine.storage import normalize_table_uri
+from airflow_provider_deltalite.maintenance.maintain_options import MaintainOptions
 from airflow_provider_deltalite.maintenance.options import (
-    MaintainOptions,
     MaintenanceOptions,
     OptimizeOptions,
     VacuumOptions,

@@ -6,7 +6,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_deltalite.maintenance.options import MaintainOptions
+from airflow_provider_deltalite.maintenance.maintain_options import MaintainOptions
 from airflow_provider_deltalite.operators.base import DeltaLiteSparkJobOperator
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ import pytest
 from airflow_provider_deltalite import DeltaTable
 from airflow_provider_deltalite.engine.errors import InvalidArgument
 from airflow_provider_deltalite.jobs import driver
-from airflow_provider_deltalite.maintenance.options import MaintainOptions
+from airflow_provider_deltalite.maintenance.maintain_options import MaintainOptions
 from airflow_provider_deltalite.maintenance.planner import MaintenancePlan, MaintenancePolicy, plan_maintenance
 
 
