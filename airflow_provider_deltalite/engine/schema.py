@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -142,3 +143,22 @@ def decimal_params(type_string: str, path: str, table_uri: str | None) -> tuple[
     if not 1 <= precision <= _MAX_DECIMAL_PRECISION or scale > precision:
         raise SchemaError(f"column '{path}': invalid decimal precision/scale in {type_string!r}", table_uri)
     return precision, scale
+
+
+def find_field(fields: list[dict], path: Sequence[str]) -> tuple[dict | None, list[str]]:
+    """The schema field at ``path`` (struct fields by name, exact case first, else the one case-insensitive match) and
+    the names as the schema spells them; ``(None, names found so far)`` when there is none."""
+    names: list[str] = []
+    field = None
+    for i, part in enumerate(path):
+        match = [f for f in fields if f["name"] == part] or [f for f in fields if f["name"].lower() == part.lower()]
+        if len(match) != 1:
+            return None, names
+        field = match[0]
+        names.append(field["name"])
+        kind = field["type"]
+        if i < len(path) - 1:
+            if not (isinstance(kind, dict) and kind["type"] == "struct"):
+                return None, names
+            fields = kind["fields"]
+    return field, names

@@ -25,6 +25,7 @@ from airflow_provider_deltalite.engine.errors import InvalidArgument
 from airflow_provider_deltalite.engine.expressions import column_path, format_column
 from airflow_provider_deltalite.engine.file_actions import ensure_can_add_files, live_file_actions
 from airflow_provider_deltalite.engine.rewrite import RewriteResult, TableContext, WriterOptions
+from airflow_provider_deltalite.engine.schema import find_field
 from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.engine.stats_collect import StatsCollector
 from airflow_provider_deltalite.engine.table import Table
@@ -105,7 +106,7 @@ def validate_columns(snapshot: Snapshot, columns: Sequence[str]) -> tuple[str, .
             raise InvalidArgument(
                 f"zorder column '{text}' is a partition column; every file holds one value of it already", uri
             )
-        field, names = _resolve(snapshot.schema["fields"], path)
+        field, names = find_field(snapshot.schema["fields"], path)
         if field is None:
             raise InvalidArgument(f"zorder column '{text}' does not exist in the table", uri)
         kind = field["type"]
@@ -124,23 +125,6 @@ def validate_columns(snapshot: Snapshot, columns: Sequence[str]) -> tuple[str, .
             raise InvalidArgument(f"zorder column '{text}' is named twice", uri)
         resolved.append(name)
     return tuple(resolved)
-
-
-def _resolve(fields: list[dict], path: tuple[str, ...]) -> tuple[dict | None, list[str]]:
-    names: list[str] = []
-    field = None
-    for i, part in enumerate(path):
-        match = [f for f in fields if f["name"] == part] or [f for f in fields if f["name"].lower() == part.lower()]
-        if len(match) != 1:
-            return None, names
-        field = match[0]
-        names.append(field["name"])
-        kind = field["type"]
-        if i < len(path) - 1:
-            if not (isinstance(kind, dict) and kind["type"] == "struct"):
-                return None, names
-            fields = kind["fields"]
-    return field, names
 
 
 def plan_zorder(

@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 from airflow_provider_deltalite.engine.clustering_domain import clustering_spec
 from airflow_provider_deltalite.engine.errors import InvalidArgument, InvalidExpression
 from airflow_provider_deltalite.engine.expressions import column_path, format_column
+from airflow_provider_deltalite.engine.schema import find_field
 from airflow_provider_deltalite.engine.snapshot import Snapshot
 
 GIVEN = "given"
@@ -28,26 +29,15 @@ class MeasuredColumn:
 
 
 def resolve_path(snapshot: Snapshot, name: str) -> tuple[str, ...] | None:
-    """The logical path of a data column named ``a``, ``s.b`` or ```a.b```; None when the data schema has none."""
-    schema = snapshot.data_schema
-    if name in schema.names:
+    """The logical path of a data column named ``a``, ``s.b`` or ```a.b```; None when the table has none."""
+    if name in snapshot.data_schema.names:  # a top-level name holding dots
         return (name,)
     try:
         segments = column_path(name)
     except InvalidExpression:
         return None
-    fields: list[pa.Field] = list(schema)
-    path: list[str] = []
-    for i, segment in enumerate(segments):
-        match = [f for f in fields if f.name == segment] or [f for f in fields if f.name.lower() == segment.lower()]
-        if len(match) != 1:
-            return None
-        path.append(match[0].name)
-        if i < len(segments) - 1:
-            if not pa.types.is_struct(match[0].type):
-                return None
-            fields = list(match[0].type)
-    return tuple(path)
+    field, names = find_field(snapshot.schema["fields"], segments)
+    return tuple(names) if field is not None else None
 
 
 def given_columns(snapshot: Snapshot, names: Sequence[str]) -> tuple[MeasuredColumn, ...]:
