@@ -56,6 +56,7 @@ from airflow_provider_deltalite.engine.rewrite import (
     rewrite_result,
     write_data_file,
 )
+from airflow_provider_deltalite.engine.row_tracking import num_records
 from airflow_provider_deltalite.maintenance.clustering.curves import (
     aligned_splits,
     compare_keys,
@@ -174,21 +175,11 @@ class RunPlan:
 
 def sample_stride(task: ClusterTask) -> int:
     """Every how many rows the sample keeps one, from the row counts in the stats (1 when some count is missing)."""
-    counts = [_num_records(f) for f in task.files]
+    counts = [num_records(f) for f in task.files]
     known = [c for c in counts if isinstance(c, int)]
     if len(known) < len(counts):
         return 1
     return max(1, math.ceil(sum(known) / task.sample_rows))
-
-
-def _num_records(add: Mapping[str, Any]) -> int | None:
-    """The ``numRecords`` of an add's stats; None when they are missing or unreadable (not JSON, not an object)."""
-    try:
-        stats = json.loads(add["stats"]) if add.get("stats") else None
-    except (ValueError, RecursionError):  # RecursionError: nested too deeply to parse
-        return None
-    rows = stats.get("numRecords") if isinstance(stats, dict) else None
-    return rows if isinstance(rows, int) and not isinstance(rows, bool) else None
 
 
 def sample_file(task: ClusterTask, file: Mapping[str, Any], stride: int) -> pa.Table:

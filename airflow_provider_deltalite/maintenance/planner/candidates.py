@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_deltalite.engine.clustering_domain import CLUSTERING_PROVIDER, clustering_spec
+from airflow_provider_deltalite.engine.row_tracking import num_records
 from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.maintenance.clustering.liquid import cube_of, plan_clustering
 from airflow_provider_deltalite.maintenance.clustering.runs import TAG_COLUMNS, TAG_CURVE
@@ -290,8 +291,9 @@ def _rewrite(
     deleted = 0.0
     for f in rewritten:
         if f.get("deletionVector"):
-            records = _num_records(f)  # without a row count the share is unknown: assume none
-            deleted += int(f["size"]) * _deleted_share(f["deletionVector"], records) if records else 0.0
+            records = num_records(f)  # without a row count the share is unknown: assume none
+            if records:
+                deleted += int(f["size"]) * _deleted_share(f["deletionVector"], records)
     estimate = Estimate(
         bytes_read=read,
         bytes_written=read - round(deleted),
@@ -309,17 +311,6 @@ def _deleted_share(dv: Mapping[str, Any] | None, records: int | None) -> float:
     if not records:
         return 1.0
     return min(1.0, (dv.get("cardinality") or 0) / records)
-
-
-def _num_records(add: Mapping[str, Any]) -> int | None:
-    stats = add.get("stats")
-    if not stats:
-        return None
-    try:
-        value = json.loads(stats).get("numRecords")
-    except (ValueError, AttributeError):
-        return None
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _tag(tags: Any, name: str) -> str | None:
