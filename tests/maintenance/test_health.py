@@ -321,3 +321,25 @@ def test_an_empty_partitioned_table(tmp_path: Path) -> None:
     assert h.clustering == (ColumnClustering("id", 0, 0, None, None, None),)
     assert sum(b.files for b in h.size_histogram) == 0
     assert (h.tombstones.files, h.log.commits_since_checkpoint, h.log.versions_in_file_retention) == (0, 1, 1)
+
+
+def test_oldest_version_is_the_oldest_one_deltars_can_still_load(tmp_path: Path) -> None:
+    """Commits 0 and 1 cleaned up, a checkpoint at 2: versions 2 and 3 load, 0 and 1 do not (delta-rs decides)."""
+    import deltalake
+
+    t = tmp_path / "pruned"
+    for i in range(4):
+        deltalake.write_deltalake(str(t), pa.table({"id": pa.array([i], pa.int64())}), mode="append")
+        if i == 2:
+            DeltaTable(str(t)).checkpoint()
+    for v in (0, 1):
+        (t / "_delta_log" / f"{v:020d}.json").unlink()
+    loadable = []
+    for v in range(4):
+        try:
+            deltalake.DeltaTable(str(t), version=v)
+            loadable.append(v)
+        except Exception:
+            pass
+    assert loadable == [2, 3]
+    assert DeltaTable(str(t)).health().log.oldest_version == min(loadable) == 2

@@ -14,6 +14,7 @@ from typing import Any
 
 from airflow_provider_deltalite.engine.history import commit_info_of, in_commit_timestamps_enabled
 from airflow_provider_deltalite.engine.log_path import LOG_DIR, LogFileKind, commit_path, parse_log_path
+from airflow_provider_deltalite.engine.log_segment import LogFile, earliest_version
 from airflow_provider_deltalite.engine.properties import (
     ENABLE_IN_COMMIT_TIMESTAMPS,
     IN_COMMIT_TIMESTAMP_ENABLEMENT_VERSION,
@@ -110,16 +111,15 @@ def log_health(view: LogView, now_ms: int, file_retention_ms: int) -> LogHealth:
 
 
 def oldest_version(view: LogView) -> int:
-    """The oldest version the log can still reconstruct: version 0 when every commit from 0 is there, else the oldest
-    checkpoint from which the commits run unbroken to the snapshot's version."""
+    """The oldest version the log can still reconstruct, as time travel finds it (`log_segment.earliest_version`)."""
     version = view.snapshot.version
-    start = version
-    while start - 1 in view.commit_times:  # the unbroken run of commits ending at the snapshot's version
-        start -= 1
-    if start == 0 and 0 in view.commit_times:
-        return 0
-    usable = [c for c in view.checkpoints if start - 1 <= c <= version]
-    return min(usable) if usable else start
+    files = []
+    for info in view.files:
+        parsed = parse_log_path(info.name)
+        if parsed is not None and parsed.kind is not LogFileKind.UNKNOWN and parsed.version <= version:
+            files.append(LogFile(parsed, info))
+    earliest = earliest_version(files)
+    return version if earliest is None else earliest
 
 
 def versions_since(view: LogView, cutoff_ms: int) -> int:
