@@ -13,9 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from airflow_provider_deltalite.engine.errors import InvalidArgument
+from airflow_provider_deltalite.engine.log_path import LOG_DIR
 from airflow_provider_deltalite.engine.storage import Storage, normalize_table_uri
-
-LOG_DIR = "_delta_log"
 
 
 def _hidden(name: str) -> bool:
