@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import time
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_deltalite.cli.common import add_executor_arguments, make_executor, open_table
@@ -38,7 +37,7 @@ def cmd_maintain(args: argparse.Namespace) -> None:
     # the planner (and pyarrow) load here, not with the CLI
     from airflow_provider_deltalite.maintenance.planner import (
         MaintenancePolicy,
-        plan_maintenance,
+        health_and_plan,
         policy_health,
         run_plan,
     )
@@ -48,10 +47,7 @@ def cmd_maintain(args: argparse.Namespace) -> None:
     policy = MaintenancePolicy.from_file(args.policy, table.uri) if args.policy else MaintenancePolicy()
     if args.executor != "spark" and args.spark_master:
         raise ValueError("--spark-master needs --executor spark")
-    snapshot = table.snapshot()
-    now = int(time.time() * 1000)
-    before = policy_health(table, policy, snapshot=snapshot, now=now)
-    plan = plan_maintenance(table, policy, snapshot=snapshot, now=now, health=before)
+    before, plan = health_and_plan(table, policy)
     if not args.json:
         print_plan(plan)
     run: MaintenanceRun | None = None

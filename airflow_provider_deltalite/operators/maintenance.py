@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -80,14 +79,10 @@ class DeltaMaintenanceOperator(DeltaLiteSparkJobOperator):
         return True  # the plan decides what the job runs: it is always made here
 
     def plan(self, table: DeltaTable, options: MaintainOptions) -> tuple[dict[str, Any], str | None] | None:
-        from airflow_provider_deltalite.maintenance.planner import MaintenancePolicy, plan_maintenance, policy_health
+        from airflow_provider_deltalite.maintenance.planner import MaintenancePolicy, health_and_plan
 
-        snapshot = table.planning_snapshot(None)
-        now = int(time.time() * 1000)
-        policy = MaintenancePolicy.from_mapping(options.policy, table.uri)
-        # measured as the policy sees the table (its minimum file size, its Z-order columns), before and after
-        health = policy_health(table, policy, snapshot=snapshot, now=now)
-        plan = plan_maintenance(table, policy, snapshot=snapshot, now=now, health=health)
+        # health as the policy sees the table (its minimum file size, its Z-order columns), before and after
+        health, plan = health_and_plan(table, MaintenancePolicy.from_mapping(options.policy, table.uri))
         self.maintenance_plan = plan
         self._health_before = health.to_dict()
         if plan.is_empty:

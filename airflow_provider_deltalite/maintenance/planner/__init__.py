@@ -46,6 +46,7 @@ __all__ = [
     "PlannedAction",
     "Reason",
     "decide",
+    "health_and_plan",
     "plan_maintenance",
     "policy_health",
     "run_plan",
@@ -82,6 +83,18 @@ def plan_maintenance(
     if health is None:
         health = policy_health(table, policy, snapshot=snapshot, now=now)
     return decide(health, snapshot, policy, now)
+
+
+def health_and_plan(
+    table: Table, policy: MaintenancePolicy | None = None, *, snapshot: Snapshot | None = None, now: int | None = None
+) -> tuple[TableHealth, MaintenancePlan]:
+    """The table's health as ``policy`` sees it (`policy_health`) and the plan made from it, on one snapshot at one
+    "now": what the CLI prints and the operator returns as the health before a run."""
+    snapshot = table.planning_snapshot(snapshot)
+    now = int(time.time() * 1000) if now is None else now
+    policy = policy or MaintenancePolicy()
+    health = policy_health(table, policy, snapshot=snapshot, now=now)
+    return health, plan_maintenance(table, policy, snapshot=snapshot, now=now, health=health)
 
 
 def policy_health(
