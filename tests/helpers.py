@@ -35,6 +35,13 @@ def tree_state(root: Path) -> dict[str, tuple]:
     return state
 
 
+def changed_entries(before: dict[str, tuple], after: dict[str, tuple]) -> dict[str, tuple]:
+    """The entries of two `tree_state`s that differ, as (before, after) (None: absent): an assertion's message."""
+    return {
+        k: (before.get(k), after.get(k)) for k in sorted(before.keys() | after.keys()) if before.get(k) != after.get(k)
+    }
+
+
 def run_cli(*args: object, timeout: int = 300) -> subprocess.CompletedProcess:
     """Run ``python -m airflow_provider_deltalite ARGS`` as a subprocess and capture its output."""
     return subprocess.run(

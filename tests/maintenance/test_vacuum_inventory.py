@@ -23,7 +23,7 @@ import s3fs
 from airflow_provider_deltalite import DeltaTable
 from airflow_provider_deltalite.engine.errors import InvalidArgument, InvalidInventory
 from airflow_provider_deltalite.maintenance.vacuum import vacuum
-from tests.helpers import cli_failure, tree_state
+from tests.helpers import changed_entries, cli_failure, tree_state
 from tests.moto_server import deltars_s3_options
 
 DAY_MS = 24 * 3_600_000
@@ -168,18 +168,19 @@ def test_bad_inventories_are_one_line_exit_2_and_delete_nothing(tmp_path: Path) 
     garbage = tmp_path / "garbage.parquet"
     garbage.write_bytes(b"not parquet at all")
     line = cli_failure("vacuum", path, "--inventory", no_column)
-    assert "no column modificationTime" in line and str(path) in line
+    assert "no column modificationTime" in line and str(path) in line, line
     line = cli_failure("vacuum", path, "--inventory", wrong_type)
-    assert "column length must be int64, got 'big'" in line
+    assert "column length must be int64, got 'big'" in line, line
     line = cli_failure("vacuum", path, "--inventory", garbage)
-    assert "cannot read the inventory" in line
+    assert "cannot read the inventory" in line, line
+    assert tree_state(path) == state, changed_entries(state, tree_state(path))
     with pytest.raises(InvalidInventory, match="cannot read the inventory"):
         vacuum(DeltaTable(str(path)), inventory=str(tmp_path / "absent.csv"))
     with pytest.raises(InvalidInventory, match="cannot tell the format"):
         vacuum(DeltaTable(str(path)), inventory=str(tmp_path / "inventory.txt"))
     with pytest.raises(InvalidArgument, match="cannot be used with mode 'lite'"):
         vacuum(DeltaTable(str(path)), inventory=str(no_column), mode="lite")
-    assert tree_state(path) == state
+    assert tree_state(path) == state, changed_entries(state, tree_state(path))
 
 
 @pytest.mark.s3
