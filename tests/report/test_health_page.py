@@ -131,6 +131,18 @@ def table_health(**fields: Any) -> TableHealth:
     return TableHealth(**{**base, **fields})
 
 
+# four files of 1-4 GiB: no small file, no deleted row (the two tidy tables below)
+FOUR_LARGE_FILES: dict[str, Any] = {
+    "size_histogram": histogram([0, 0, 0, 0, 0, 0, 0, 0, 4, 0]),
+    "small_files": 0,
+    "small_bytes": 0,
+    "small_file_share": 0.0,
+    "deleted_rows": 0,
+    "deleted_row_share": 0.0,
+    "files_with_deletion_vectors": 0,
+}
+
+
 def unclustered_health() -> TableHealth:
     """An unpartitioned table with no clustering columns that only needs VACUUM, never optimized, no checkpoint."""
     return table_health(
@@ -141,13 +153,7 @@ def unclustered_health() -> TableHealth:
         files=4,
         bytes=4 * GIB,
         rows=4_000_000,
-        size_histogram=histogram([0, 0, 0, 0, 0, 0, 0, 0, 4, 0]),
-        small_files=0,
-        small_bytes=0,
-        small_file_share=0.0,
-        deleted_rows=0,
-        deleted_row_share=0.0,
-        files_with_deletion_vectors=0,
+        **FOUR_LARGE_FILES,
         clustering_columns=(),
         clustering_source=None,
         clustering=(),
@@ -168,13 +174,7 @@ def healthy_health() -> TableHealth:
         files=4,
         bytes=6 * GIB,
         rows=40_000,
-        size_histogram=histogram([0, 0, 0, 0, 0, 0, 0, 0, 4, 0]),
-        small_files=0,
-        small_bytes=0,
-        small_file_share=0.0,
-        deleted_rows=0,
-        deleted_row_share=0.0,
-        files_with_deletion_vectors=0,
+        **FOUR_LARGE_FILES,
         clustering_columns=("id",),
         clustering_source="zorder",
         clustering=(ColumnClustering("id", 4, 0, 1.0, 1.0, 1),),
