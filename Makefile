@@ -14,13 +14,15 @@ CORPUS ?= ../shared/corpus
 
 # uv installs the packages (pip took most of the ~4 minutes of a fresh `make test`'s two environments); pip itself
 # only installs uv, at the version constraints.txt pins, into the venv, so nothing needs to be installed beforehand.
+# --compile-bytecode: installed as pip installs them, with bytecode (uv compiles none by default), so that no test's or
+# benchmark's process compiles numpy's and pyarrow's modules again (PYTHONDONTWRITEBYTECODE keeps Python from caching).
 $(UV):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet -c constraints.txt uv
 
 $(STAMP): pyproject.toml constraints.txt | $(UV)
 	$(PY) -m pip install --quiet -c constraints.txt uv
-	$(UV) pip install --quiet --python $(PY) -c constraints.txt -e '.[test,spark]'
+	$(UV) pip install --quiet --compile-bytecode --python $(PY) -c constraints.txt -e '.[test,spark]'
 	touch $(STAMP)
 
 env: $(STAMP)
@@ -33,7 +35,7 @@ env: $(STAMP)
 $(SPARK40_STAMP): pyproject.toml constraints-spark40.txt | $(UV)
 	rm -rf $(SPARK40)
 	$(PYTHON) -m venv --without-pip $(SPARK40)
-	$(UV) pip install --quiet --python $(SPARK40)/bin/python -c constraints-spark40.txt pyspark-client fsspec
+	$(UV) pip install --quiet --compile-bytecode --python $(SPARK40)/bin/python -c constraints-spark40.txt pyspark-client fsspec
 	$(UV) pip install --quiet --python $(SPARK40)/bin/python --no-deps -e .
 	$(UV) pip install --quiet --python $(SPARK40)/bin/python --no-deps -c constraints-spark40.txt \
 		--target $(SPARK40)/server pyspark
@@ -63,7 +65,9 @@ typecheck: env
 PYTEST_WORKERS ?= 2
 PYTEST_XDIST = -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
+# The package's own bytecode too: the suite starts hundreds of CLI and job processes, each importing it afresh.
 test: lint typecheck env-spark40 chromium
+	$(PY) -m compileall -q airflow_provider_deltalite
 	$(PY) -m pytest -q --durations=15 $(PYTEST_XDIST)
 
 test-fast: lint typecheck chromium

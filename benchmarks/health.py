@@ -217,7 +217,7 @@ def main() -> int:
         return 0
 
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(h.REPO / "airflow_provider_deltalite")], check=True)
+    h.compile_bytecode()
     code_before = h.code_under_test(CODE_UNDER_TEST)
     report: dict[str, Any] = {
         "benchmark": "health",

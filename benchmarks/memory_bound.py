@@ -379,9 +379,7 @@ def main() -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--compile":
-        import compileall
-
-        compileall.compile_dir(str(h.REPO / "airflow_provider_deltalite"), quiet=1)
+        h.compile_bytecode()
         print(json.dumps({"compiled": True}))
     elif len(sys.argv) > 1 and sys.argv[1] == "--generate":
         print(json.dumps(generate_child(sys.argv[2], sys.argv[3])))

@@ -20,7 +20,6 @@ the JSON records CPU and the load average.
 from __future__ import annotations
 
 import argparse
-import compileall
 import json
 import os
 import random
@@ -211,7 +210,7 @@ def main() -> int:
         child_inproc(args.child)
         return 0
     started = time.perf_counter()
-    compileall.compile_dir(str(h.REPO / "airflow_provider_deltalite"), quiet=1)
+    h.compile_bytecode()
     path = table_path(args.files, args.regenerate)
     before = h.code_under_test(["maintenance/planner/*.py", "maintenance/health/*.py", "cli/maintain.py"])
     runs = []

@@ -28,7 +28,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -152,7 +151,7 @@ def main() -> int:
     scale = json.loads(SCALE.read_text())
     pristine = Path(scale["input"]["path"])
     gib = scale["input"]["bytes"] / GIB
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(h.REPO / "airflow_provider_deltalite")], check=True)
+    h.compile_bytecode()
     runs: dict[str, list[dict[str, Any]]] = {"local": [], "in-process shuffle": [], "spark floor": []}
     work = Path(tempfile.mkdtemp(prefix="exchange-floor-"))
     try:

@@ -116,7 +116,7 @@ def main() -> int:
         return 0
 
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(h.REPO / "airflow_provider_deltalite")], check=True)
+    h.compile_bytecode()
     CACHE.mkdir(parents=True, exist_ok=True)
     table, info = prepare(args.files, args.regenerate)
     print(f"table: {table}: {info}")

@@ -617,7 +617,7 @@ def main() -> int:
     subreaper = h.become_subreaper()
     CACHE.mkdir(parents=True, exist_ok=True)
     # the local configuration runs the installed package's bytecode: compile it first (as an installed wheel is)
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(h.REPO / "airflow_provider_deltalite")], check=True)
+    h.compile_bytecode()
     pristine, info, note = prepare_table(quick, args.regenerate)
     print(f"table: {note} -> {pristine} ({info['files']} files, {info['bytes'] / MIB:.0f} MiB, {info['rows']:,} rows)")
     connect: dict[str, Any] = {}
