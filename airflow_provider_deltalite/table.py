@@ -68,6 +68,7 @@ class DeltaTable(Table):
         dry_run: bool = False,
         full: bool = False,
         min_cube_size: int | None = None,
+        max_bytes_to_rewrite: int | None = None,
         executor: Executor | None = None,
         max_concurrent_tasks: int | None = None,
         writer_options: WriterOptions | None = None,
@@ -93,6 +94,7 @@ class DeltaTable(Table):
                 "dry_run": dry_run,
                 "full": full,
                 "min_cube_size": min_cube_size,
+                "max_bytes_to_rewrite": max_bytes_to_rewrite,
             },
             self.uri,
         )
@@ -119,6 +121,7 @@ class DeltaTable(Table):
         num_ranges: int = DEFAULT_NUM_RANGES,
         noise: bool = True,
         run_bytes: int = DEFAULT_RUN_BYTES,
+        max_bytes_to_rewrite: int | None = None,
         executor: Executor | None = None,
         max_concurrent_tasks: int | None = None,
         writer_options: WriterOptions | None = None,
@@ -143,6 +146,7 @@ class DeltaTable(Table):
                 "num_ranges": num_ranges,
                 "noise": noise,
                 "run_bytes": run_bytes,
+                "max_bytes_to_rewrite": max_bytes_to_rewrite,
             },
             self.uri,
         )

@@ -43,6 +43,8 @@ STATS_KEYS = {
     "dryRun",
     "plan",
     "clusteringStats",
+    "numBinsDeferred",
+    "bytesDeferred",
 }
 
 

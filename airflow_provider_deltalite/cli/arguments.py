@@ -105,7 +105,17 @@ def add_optimize_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="BYTES",
         help="clustered table: cubes of this size are sealed, never rewritten (default 100 x the target size)",
     )
+    _add_max_bytes_to_rewrite(parser, "bins")
     parser.add_argument("--dry-run", action="store_true", help="plan only; write nothing")
+
+
+def _add_max_bytes_to_rewrite(parser: argparse.ArgumentParser, units: str) -> None:
+    parser.add_argument(
+        "--max-bytes-to-rewrite",
+        type=byte_count,
+        metavar="BYTES",
+        help=f"read at most this many input bytes; {units} that do not fit wait for a later run (default: no limit)",
+    )
 
 
 def optimize_options(args: argparse.Namespace, table_uri: str | None = None) -> OptimizeOptions:
@@ -122,6 +132,7 @@ def add_zorder_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--target-size", type=byte_count, metavar="BYTES", help="bytes per output file (default delta.targetFileSize)"
     )
+    _add_max_bytes_to_rewrite(parser, "partitions")
     parser.add_argument("--dry-run", action="store_true", help="plan only; write nothing")
 
 

@@ -63,3 +63,26 @@ def pack_batches(bin_sizes: Sequence[int], batch_size: int | None) -> list[list[
     if current:
         batches.append(current)
     return batches
+
+
+def within_bytes(sizes: Sequence[int], limit: int | None) -> tuple[list[int], list[int]]:
+    """The bins (given by their input bytes, in the order they were planned) a run of at most ``limit`` input bytes
+    rewrites, and the ones it defers: indexes out, both in planned order (None: no limit, everything is taken).
+
+    Bins are taken in order while the running total stays within ``limit``; a bin that does not fit what is left is
+    deferred and later, smaller bins may still fit (as the planner's budget ranks partitions, and as Iceberg and Amoro
+    skip a file group too large for a run). A bin larger than the whole limit is therefore never rewritten under it:
+    the limit is a promise about what one run reads, so it is never exceeded; the stats count the bin as deferred.
+    """
+    if limit is None:
+        return list(range(len(sizes))), []
+    taken: list[int] = []
+    deferred: list[int] = []
+    used = 0
+    for i, size in enumerate(sizes):
+        if used + size <= limit:
+            taken.append(i)
+            used += size
+        else:
+            deferred.append(i)
+    return taken, deferred

@@ -4,7 +4,9 @@ Planning follows the reference: the considered files are the live files matching
 candidates are those smaller than ``min_file_size`` or whose deletion vector removes more than
 ``max_deleted_rows_ratio`` of their rows; per partition they are packed by size into bins of at most ``target_size``;
 a bin of one file is dropped unless that file carries a deletion vector (rewriting it purges the deleted rows).
-Bins are grouped into batches of ``batch_size`` input bytes, one commit each.
+With ``max_bytes_to_rewrite`` the bins are taken in that order while their input bytes fit it (`within_bytes`);
+the rest are deferred to a later run and counted in the stats. Bins are grouped into batches of ``batch_size`` input
+bytes, one commit each.
 
 On a liquid-clustered table (writer feature ``clustering`` with clustering columns) OPTIMIZE clusters instead, as
 Delta's does: `clustering.liquid` (``where`` is refused there; ``min_file_size``, ``max_deleted_rows_ratio`` and
@@ -47,11 +49,11 @@ from airflow_provider_deltalite.engine.rewrite import (
 from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.engine.table import Table
 from airflow_provider_deltalite.engine.transaction import RetryPolicy
-from airflow_provider_deltalite.maintenance.bin_packing import group_by, pack_batches, pack_greedy
+from airflow_provider_deltalite.maintenance.bin_packing import group_by, pack_batches, pack_greedy, within_bytes
 from airflow_provider_deltalite.maintenance.clustering.liquid import cluster_table, refuse_where
 from airflow_provider_deltalite.maintenance.executor import Executor, LocalExecutor
 from airflow_provider_deltalite.maintenance.optimize_stats import FileSizeMetrics, OptimizeStats
-from airflow_provider_deltalite.maintenance.options import OptimizeOptions
+from airflow_provider_deltalite.maintenance.options import OptimizeOptions, positive_bytes
 from airflow_provider_deltalite.maintenance.rewrites import (
     OptimizeProgress,
     commit_rewrite,
@@ -85,7 +87,8 @@ class CompactionBin:
 
 @dataclass(frozen=True)
 class OptimizePlan:
-    """What OPTIMIZE will rewrite: bins, and the batches (bin indexes) committed together."""
+    """What OPTIMIZE will rewrite: bins, and the batches (bin indexes) committed together; ``deferred`` are the
+    bins ``max_bytes_to_rewrite`` left for a later run."""
 
     read_version: int
     predicate: str | None
@@ -96,6 +99,7 @@ class OptimizePlan:
     bins: tuple[CompactionBin, ...]
     batches: tuple[tuple[int, ...], ...]
     partitions: int
+    deferred: tuple[CompactionBin, ...] = ()
 
 
 def plan_optimize(
@@ -106,9 +110,11 @@ def plan_optimize(
     min_file_size: int | None = None,
     max_deleted_rows_ratio: float | None = None,
     batch_size: int | None = None,
+    max_bytes_to_rewrite: int | None = None,
 ) -> OptimizePlan:
     """Plan a compaction of ``snapshot`` without touching any data (deterministic for a given snapshot)."""
     target, minimum, ratio = resolve_sizes(snapshot, target_size, min_file_size, max_deleted_rows_ratio, batch_size)
+    positive_bytes("max_bytes_to_rewrite", max_bytes_to_rewrite, snapshot.table_uri)
     indexes = considered_files(snapshot, where)
     files = snapshot.files
     sizes = files.column("size").to_pylist()
@@ -138,16 +144,19 @@ def plan_optimize(
         for packed in pack_greedy(members, lambda i: sizes[i], target):
             if len(packed) > 1 or dvs[packed[0]] is not None:
                 chosen.append(packed)
+    # the cap is applied here, where the bins are chosen, so a dry run shows what a run would defer
+    taken, left = within_bytes([sum(sizes[i] for i in b) for b in chosen], max_bytes_to_rewrite)
     actions = {a["path"]: a for a in live_file_actions(snapshot, [paths[i] for b in chosen for i in b])}
-    bins = tuple(
+    planned = [
         CompactionBin(
             partition_values=dict(actions[paths[b[0]]].get("partitionValues") or {}),
             files=tuple(actions[paths[i]] for i in b),
         )
         for b in chosen
-    )
+    ]
+    bins = tuple(planned[i] for i in taken)
     batches = pack_batches([b.size for b in bins], batch_size)
-    partitions = len({partition_keys[b[0]] if partition_keys is not None else () for b in chosen})
+    partitions = len({partition_keys[chosen[i][0]] if partition_keys is not None else () for i in taken})
     return OptimizePlan(
         read_version=snapshot.version,
         predicate=where,
@@ -158,6 +167,7 @@ def plan_optimize(
         bins=bins,
         batches=tuple(tuple(b) for b in batches),
         partitions=partitions,
+        deferred=tuple(planned[i] for i in left),
     )
 
 
@@ -178,9 +188,9 @@ def optimize(
     Args:
         table: the table.
         options: what to compact (`OptimizeOptions`: ``where``, ``target_size``, ``min_file_size``,
-            ``max_deleted_rows_ratio``, ``batch_size``, ``dry_run``); or pass those fields as keyword arguments. With
-            ``dry_run`` the stats describe the plan (``plan`` lists the bins) and nothing is written. ``full`` and
-            ``min_cube_size`` apply to clustered tables (`clustering.liquid`).
+            ``max_deleted_rows_ratio``, ``batch_size``, ``max_bytes_to_rewrite``, ``dry_run``); or pass those fields as
+            keyword arguments. With ``dry_run`` the stats describe the plan (``plan`` lists the bins) and nothing is
+            written. ``full`` and ``min_cube_size`` apply to clustered tables (`clustering.liquid`).
         executor: where bins are rewritten (default: `LocalExecutor` with ``max_concurrent_tasks`` threads).
         max_concurrent_tasks: threads of the default local executor.
         writer_options: Parquet encoding of the new files.
@@ -233,6 +243,7 @@ def optimize(
         min_file_size=opts.min_file_size,
         max_deleted_rows_ratio=opts.max_deleted_rows_ratio,
         batch_size=opts.batch_size,
+        max_bytes_to_rewrite=opts.max_bytes_to_rewrite,
     )
     owned = executor is None
     executor = executor or LocalExecutor(max_concurrent_tasks)
@@ -326,4 +337,6 @@ def _stats(
         total_cluster_parallelism=executor.parallelism,
         dry_run=dry_run,
         plan=[b.to_dict() for b in plan.bins] if dry_run else None,
+        num_bins_deferred=len(plan.deferred),
+        bytes_deferred=sum(b.size for b in plan.deferred),
     )

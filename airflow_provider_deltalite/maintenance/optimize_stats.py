@@ -53,7 +53,9 @@ class OptimizeStats:
 
     Field names follow the reference's OptimizeMetrics; ``committed_version`` is the last version committed (None
     when nothing was committed, e.g. on an already optimized table or a dry run) and ``committed_versions`` lists
-    every commit when ``batch_size`` split the work.
+    every commit when ``batch_size`` split the work. ``num_bins_deferred`` and ``bytes_deferred`` count the bins
+    (partitions for Z-order, new cubes for clustering) and their input bytes that ``max_bytes_to_rewrite`` left for a
+    later run.
     """
 
     num_files_added: int
@@ -79,6 +81,8 @@ class OptimizeStats:
     plan: list[dict[str, Any]] | None = field(default=None)
     # OPTIMIZE on a clustered table (Delta's ``clusteringStats``): cubes read, sealed, merged and written
     clustering_stats: dict[str, Any] | None = field(default=None)
+    num_bins_deferred: int = 0
+    bytes_deferred: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """The stats as a JSON-ready dict with camelCase keys (``numFilesAdded``, ``filesAdded.totalSize``...)."""
@@ -103,9 +107,11 @@ def clustering_run_stats(
     dry_run: bool,
     z_order_stats: dict[str, Any] | None = None,
     clustering_stats: dict[str, Any] | None = None,
+    deferred: Sequence[Any] = (),
 ) -> OptimizeStats:
     """The OptimizeStats of a clustering run (Z-order or liquid): ``bins`` have ``files``, ``size``, ``num_files``
-    (and ``partition_values`` for Z-order), ``results`` are the tasks' RewriteResults; a dry run counts the plan."""
+    (and ``partition_values`` for Z-order), ``results`` are the tasks' RewriteResults; a dry run counts the plan;
+    ``deferred`` are the bins ``max_bytes_to_rewrite`` left for a later run."""
     rewritten = [f for b in bins for f in b.files]
     removed = (
         [int(x["size"]) for r in results for x in r.removes] if not dry_run else [int(f["size"]) for f in rewritten]
@@ -147,4 +153,6 @@ def clustering_run_stats(
         dry_run=dry_run,
         plan=plan,
         clustering_stats=clustering_stats,
+        num_bins_deferred=len(deferred),
+        bytes_deferred=sum(b.size for b in deferred),
     )

@@ -280,6 +280,10 @@ class OptimizeOptions(MaintenanceOptions):
         min_cube_size: on a clustered table, a cube (the files one clustering run wrote) of at least this many bytes
             is sealed and not rewritten again unless ``full`` (default 100 x the target file size: Delta's 100 GiB
             at 1 GiB).
+        max_bytes_to_rewrite: read at most this many input bytes in this run (None: no limit): bins (clusters on a
+            liquid-clustered table) are taken in their planned order while they fit, the rest wait for a later run
+            and the stats count them (``numBinsDeferred``, ``bytesDeferred``); a bin larger than the limit is never
+            rewritten under it.
     """
 
     operation: ClassVar[str] = "optimize"
@@ -292,6 +296,7 @@ class OptimizeOptions(MaintenanceOptions):
         "dry_run": flag,
         "full": lambda n, v: None if optional_text(v) is None else flag(n, v),  # unset: the default, False
         "min_cube_size": whole_number,
+        "max_bytes_to_rewrite": whole_number,
     }
 
     where: str | None = None
@@ -302,11 +307,12 @@ class OptimizeOptions(MaintenanceOptions):
     dry_run: bool = False
     full: bool = False
     min_cube_size: int | None = None
+    max_bytes_to_rewrite: int | None = None
 
     def check(self) -> None:
         if self.where is not None and not isinstance(self.where, str):
             raise InvalidArgument(f"where must be a predicate string, got {self.where!r}")
-        for name in ("target_size", "min_file_size", "batch_size", "min_cube_size"):
+        for name in ("target_size", "min_file_size", "batch_size", "min_cube_size", "max_bytes_to_rewrite"):
             positive_bytes(name, getattr(self, name))
         _flag("full", self.full)
         self._set("max_deleted_rows_ratio", share("max_deleted_rows_ratio", self.max_deleted_rows_ratio))
@@ -326,6 +332,9 @@ class ZOrderOptions(MaintenanceOptions):
         num_ranges: range ids per column (the reference's 1000).
         noise: add a reproducible random byte to the key so long runs of equal keys spread over files.
         run_bytes: the (estimated) memory one sorted run may take; it bounds each task's memory.
+        max_bytes_to_rewrite: read at most this many input bytes in this run (None: no limit): partitions are taken in
+            their planned order while they fit, the rest wait for a later run (``numBinsDeferred``,
+            ``bytesDeferred``); a partition larger than the limit is never rewritten under it.
     """
 
     operation: ClassVar[str] = "zorder"
@@ -338,6 +347,7 @@ class ZOrderOptions(MaintenanceOptions):
         "num_ranges": whole_number,
         "noise": flag,
         "run_bytes": whole_number,
+        "max_bytes_to_rewrite": whole_number,
     }
 
     columns: tuple[str, ...] = ()
@@ -348,6 +358,7 @@ class ZOrderOptions(MaintenanceOptions):
     num_ranges: int = DEFAULT_NUM_RANGES
     noise: bool = True
     run_bytes: int = DEFAULT_RUN_BYTES
+    max_bytes_to_rewrite: int | None = None
 
     def check(self) -> None:
         columns = self.columns
@@ -362,6 +373,7 @@ class ZOrderOptions(MaintenanceOptions):
         if self.where is not None and not isinstance(self.where, str):
             raise InvalidArgument(f"where must be a predicate string, got {self.where!r}")
         positive_bytes("target_size", self.target_size)
+        positive_bytes("max_bytes_to_rewrite", self.max_bytes_to_rewrite)
         _flag("dry_run", self.dry_run)
         _flag("noise", self.noise)
         if isinstance(self.num_ranges, bool) or not isinstance(self.num_ranges, int) or self.num_ranges < 2:

@@ -34,6 +34,8 @@ class OptimizeOperator(DeltaLiteSparkJobOperator):
             another provider, included (Delta's OPTIMIZE FULL) (templated).
         min_cube_size: on a clustered table, cubes of at least this many bytes are sealed and not rewritten without full
             (default 100 x the target file size) (templated).
+        max_bytes_to_rewrite: read at most this many input bytes; the bins that do not fit wait for a later run and
+            the stats count them (``numBinsDeferred``, ``bytesDeferred``) (templated).
         min_small_files: do nothing (and start no JVM) unless the plan compacts at least this many files; the
             returned stats are then the plan's (``dryRun: true``) with ``skippedReason`` saying why (templated).
 
@@ -54,6 +56,7 @@ class OptimizeOperator(DeltaLiteSparkJobOperator):
         "max_deleted_rows_ratio",
         "full",
         "min_cube_size",
+        "max_bytes_to_rewrite",
         "min_small_files",
     )
 
@@ -67,6 +70,7 @@ class OptimizeOperator(DeltaLiteSparkJobOperator):
         max_deleted_rows_ratio: float | str | None = None,
         full: bool | str | None = None,
         min_cube_size: int | str | None = None,
+        max_bytes_to_rewrite: int | str | None = None,
         min_small_files: int | str | None = None,
         **kwargs: Any,
     ) -> None:
@@ -78,6 +82,7 @@ class OptimizeOperator(DeltaLiteSparkJobOperator):
         self.max_deleted_rows_ratio = max_deleted_rows_ratio
         self.full = full
         self.min_cube_size = min_cube_size
+        self.max_bytes_to_rewrite = max_bytes_to_rewrite
         self.min_small_files = min_small_files
 
     def option_values(self) -> dict[str, Any]:
@@ -89,6 +94,7 @@ class OptimizeOperator(DeltaLiteSparkJobOperator):
             "max_deleted_rows_ratio": self.max_deleted_rows_ratio,
             "full": self.full,
             "min_cube_size": self.min_cube_size,
+            "max_bytes_to_rewrite": self.max_bytes_to_rewrite,
         }
 
     def plan(self, table: DeltaTable, options: OptimizeOptions) -> tuple[dict[str, Any], str | None] | None:

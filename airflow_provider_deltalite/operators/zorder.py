@@ -23,6 +23,8 @@ class ZOrderOperator(DeltaLiteSparkJobOperator):
         curve: ``zorder`` (default) or ``hilbert`` (templated).
         where: a predicate on partition columns choosing the partitions (templated).
         target_size: bytes per output file (default ``delta.targetFileSize``, else 1 GiB) (templated).
+        max_bytes_to_rewrite: read at most this many input bytes; the partitions that do not fit wait for a later
+            run and the stats count them (``numBinsDeferred``, ``bytesDeferred``) (templated).
 
     Example:
         >>> ZOrderOperator(task_id="cluster", table_uri="/data/flows", columns=["src_ip", "dst_ip"],
@@ -37,6 +39,7 @@ class ZOrderOperator(DeltaLiteSparkJobOperator):
         "curve",
         "where",
         "target_size",
+        "max_bytes_to_rewrite",
     )
 
     def __init__(
@@ -46,6 +49,7 @@ class ZOrderOperator(DeltaLiteSparkJobOperator):
         curve: str = "zorder",
         where: str | None = None,
         target_size: int | str | None = None,
+        max_bytes_to_rewrite: int | str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -53,9 +57,16 @@ class ZOrderOperator(DeltaLiteSparkJobOperator):
         self.curve = curve
         self.where = where
         self.target_size = target_size
+        self.max_bytes_to_rewrite = max_bytes_to_rewrite
 
     def option_values(self) -> dict[str, Any]:
-        return {"columns": self.columns, "curve": self.curve, "where": self.where, "target_size": self.target_size}
+        return {
+            "columns": self.columns,
+            "curve": self.curve,
+            "where": self.where,
+            "target_size": self.target_size,
+            "max_bytes_to_rewrite": self.max_bytes_to_rewrite,
+        }
 
     def plan(self, table: DeltaTable, options: ZOrderOptions) -> tuple[dict[str, Any], str | None] | None:
         from airflow_provider_deltalite.maintenance.clustering.zorder import zorder

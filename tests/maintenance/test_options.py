@@ -25,6 +25,7 @@ def test_defaults_and_json_round_trip() -> None:
         "num_ranges": 1000,
         "noise": True,
         "run_bytes": 16777216,
+        "max_bytes_to_rewrite": None,
     }
 
 

@@ -53,6 +53,11 @@ from tests.oracles import agreed_rows, spark_test_suite_copy
 
 A, B, C = "2026-11-01", "2026-11-02", "2026-11-03"
 POLICY = MaintenancePolicy(target_file_size=MIB)  # fragments: files below 1 MiB / 8 = 128 KiB
+GIB = 1024 * MIB
+DEFAULT_BUDGET = 100 * GIB  # max_rewrite_bytes_per_run
+# _mixed's purge (2 MiB) and compaction (980 KiB) each run with their estimate plus half of the default budget they
+# leave unused (an even number of bytes, so no odd byte goes to the first)
+SPARE = (DEFAULT_BUDGET - 2 * MIB - 980 * KIB) // 2
 
 
 def _mixed(root: Path, *extra_commits: list[dict[str, Any]]) -> Table:
@@ -91,7 +96,13 @@ def _optimize_reason(label: str, fragments: int) -> Reason:
 
 PURGE = PlannedAction(
     operation="purge",
-    options={"where": f"day = '{C}'", "target_size": MIB, "min_file_size": 1, "max_deleted_rows_ratio": 0.05},
+    options={
+        "where": f"day = '{C}'",
+        "target_size": MIB,
+        "min_file_size": 1,
+        "max_deleted_rows_ratio": 0.05,
+        "max_bytes_to_rewrite": 2 * MIB + SPARE,
+    },
     partitions=({"day": C},),
     reasons=(
         Reason(
@@ -119,6 +130,7 @@ def test_small_files_and_deletion_vectors_give_compaction_and_purge_per_partitio
             "target_size": MIB,
             "min_file_size": MIB,
             "max_deleted_rows_ratio": 0.05,
+            "max_bytes_to_rewrite": 980 * KIB + SPARE,
         },
         partitions=({"day": None}, {"day": A}),
         reasons=(_optimize_reason("null", 5), _optimize_reason(A, 6)),
@@ -155,6 +167,7 @@ def test_the_budget_defers_the_least_useful_partitions(tmp_path: Path) -> None:
         ("optimize", ({"day": A},), f"day = '{A}'")
     ]
     assert plan.actions[0].estimate == Estimate(480 * KIB, 480 * KIB, 6, 1)
+    assert plan.actions[0].options["max_bytes_to_rewrite"] == 700 * KIB  # the one action's share: all of the budget
     assert [(d.operation, d.partitions, d.estimate.bytes_read) for d in plan.deferred] == [
         ("purge", ({"day": C},), 2 * MIB),
         ("optimize", ({"day": None},), 500 * KIB),
@@ -314,7 +327,7 @@ def test_a_liquid_table_with_new_files_is_clustered(tmp_path: Path) -> None:
     assert plan.actions == (
         PlannedAction(
             "cluster",
-            {"target_size": MIB},
+            {"target_size": MIB, "max_bytes_to_rewrite": DEFAULT_BUDGET},
             (),
             (
                 Reason(
@@ -362,7 +375,13 @@ def test_zorder_on_new_files_or_poor_point_queries_supersedes_compaction(tmp_pat
     assert plan.actions == (
         PlannedAction(
             "zorder",
-            {"columns": ["id"], "curve": "zorder", "where": f"day = '{A}' OR day = '{C}'", "target_size": MIB},
+            {
+                "columns": ["id"],
+                "curve": "zorder",
+                "where": f"day = '{A}' OR day = '{C}'",
+                "target_size": MIB,
+                "max_bytes_to_rewrite": DEFAULT_BUDGET,
+            },
             ({"day": A}, {"day": C}),
             (
                 Reason(
@@ -708,7 +727,7 @@ def test_run_plan_clusters_a_liquid_table_once(tmp_path: Path) -> None:
     policy = MaintenancePolicy(target_file_size=MIB)
     plan = plan_maintenance(table, policy)
     assert [(a.operation, a.options, a.estimate.files_removed) for a in plan.actions] == [
-        ("cluster", {"target_size": MIB}, 5)
+        ("cluster", {"target_size": MIB, "max_bytes_to_rewrite": DEFAULT_BUDGET}, 5)
     ]
     run = run_plan(table, plan)
     assert run.actions[0].stats["clusteringStats"]["numOutputZCubes"] == 1

@@ -23,7 +23,9 @@ With ``full`` every live file is reclustered, other files and sealed cubes inclu
 its documentation describes as reclustering all records (after changing the clustering columns, say).
 Candidates are cut, whole cubes at a time, into new cubes of even size, each at least ``1.5 x min_cube_size`` bytes
 unless there is only one (Delta's 150 GiB target cube over its 100 GiB minimum), each
-clustered by `runs.cluster_files` (or the shuffle on Spark) into ``round(bytes / target_size)`` files.
+clustered by `runs.cluster_files` (or the shuffle on Spark) into ``round(bytes / target_size)`` files. With
+``max_bytes_to_rewrite`` the new cubes are taken in that order while their bytes fit it (`bin_packing.within_bytes`);
+the cubes merged into a deferred one stay as they are until a later run.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.engine.stats_collect import StatsCollector
 from airflow_provider_deltalite.engine.table import Table
 from airflow_provider_deltalite.engine.transaction import RetryPolicy
+from airflow_provider_deltalite.maintenance.bin_packing import within_bytes
 from airflow_provider_deltalite.maintenance.clustering.curves import is_orderable
 from airflow_provider_deltalite.maintenance.clustering.runs import (
     TAG_COLUMNS,
@@ -51,7 +54,12 @@ from airflow_provider_deltalite.maintenance.clustering.runs import (
 from airflow_provider_deltalite.maintenance.clustering.shuffle import cluster_tasks
 from airflow_provider_deltalite.maintenance.executor import Executor
 from airflow_provider_deltalite.maintenance.optimize_stats import OptimizeStats, clustering_run_stats, size_metrics
-from airflow_provider_deltalite.maintenance.options import DEFAULT_NUM_RANGES, DEFAULT_RUN_BYTES, OptimizeOptions
+from airflow_provider_deltalite.maintenance.options import (
+    DEFAULT_NUM_RANGES,
+    DEFAULT_RUN_BYTES,
+    OptimizeOptions,
+    positive_bytes,
+)
 from airflow_provider_deltalite.maintenance.rewrites import (
     OptimizeProgress,
     commit_rewrite,
@@ -102,6 +110,7 @@ class ClusteringPlan:
     unclustered: int
     other_files: tuple[dict[str, Any], ...]
     merged_cubes: int
+    deferred: tuple[NewCube, ...] = ()  # new cubes ``max_bytes_to_rewrite`` left for a later run
 
 
 def validate_clustering(snapshot: Snapshot, spec: ClusteringSpec) -> None:
@@ -159,10 +168,12 @@ def plan_clustering(
     target_size: int | None = None,
     min_cube_size: int | None = None,
     full: bool = False,
+    max_bytes_to_rewrite: int | None = None,
 ) -> ClusteringPlan:
     """Plan a clustering run without touching data (see the module docstring for the rules)."""
     validate_clustering(snapshot, spec)
     target, _, _ = resolve_sizes(snapshot, target_size, None, None, None)
+    positive_bytes("max_bytes_to_rewrite", max_bytes_to_rewrite, snapshot.table_uri)
     min_cube = min_cube_size if min_cube_size is not None else MIN_CUBE_FILES * target
     names = list(spec.names)
     actions = sorted(live_file_actions(snapshot), key=lambda a: a["path"])
@@ -195,7 +206,12 @@ def plan_clustering(
             rewritten += cube.size
     if not fresh and (not taken or (len(taken) == 1 and not full)):
         taken = []  # one cube alone is already clustered (Delta's filterOutSingleZCubes); FULL asks to redo it
-    bins = _pack(fresh, taken, min_cube, target)
+    packed = _pack(fresh, taken, min_cube, target)
+    kept, left = within_bytes([b.size for b in packed], max_bytes_to_rewrite)
+    bins = [packed[i] for i in kept]
+    # _pack cuts whole cubes, so a cube is merged exactly when its files are in a new cube that runs
+    running = {f["path"] for b in bins for f in b.files}
+    taken = [c for c in taken if c.files[0]["path"] in running]
     taken_ids = {c.cube_id for c in taken}
     return ClusteringPlan(
         read_version=snapshot.version,
@@ -211,6 +227,7 @@ def plan_clustering(
         unclustered=len(unclustered),
         other_files=tuple(others),
         merged_cubes=len(taken),
+        deferred=tuple(packed[i] for i in left),
     )
 
 
@@ -275,7 +292,12 @@ def cluster_table(
     refuse_where(opts.where, snapshot.table_uri)
     start_ms = int(time.time() * 1000)
     plan = plan_clustering(
-        snapshot, spec, target_size=opts.target_size, min_cube_size=opts.min_cube_size, full=opts.full
+        snapshot,
+        spec,
+        target_size=opts.target_size,
+        min_cube_size=opts.min_cube_size,
+        full=opts.full,
+        max_bytes_to_rewrite=opts.max_bytes_to_rewrite,
     )
     if opts.dry_run or not plan.bins:
         return _stats(plan, executor, start_ms, [], None, dry_run=opts.dry_run)
@@ -350,4 +372,5 @@ def _stats(
         partitions_optimized=1 if plan.bins else 0,
         dry_run=dry_run,
         clustering_stats=clustering_stats,
+        deferred=plan.deferred,
     )

@@ -4,7 +4,8 @@ Every partition matching ``where`` is one bin with all its files (as the referen
 ``max(1, round(bytes / target_size))`` files along the curve (see `runs`). Unlike the reference and
 delta-rs, a run is incremental: the files it writes are tagged with the columns, the curve and a cube id, and a later
 run with the same columns and curve skips every partition whose files all still belong to one such cube (no new
-files arrived since). Changing the columns or the curve re-clusters everything.
+files arrived since). Changing the columns or the curve re-clusters everything. With ``max_bytes_to_rewrite`` the
+partitions are taken in order while their bytes fit it (`bin_packing.within_bytes`); the rest wait for a later run.
 
 Example:
     >>> stats = zorder(DeltaTable("/data/flows"), ["sourceIP", "destIP"], curve="hilbert")  # doctest: +SKIP
@@ -30,7 +31,7 @@ from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.engine.stats_collect import StatsCollector
 from airflow_provider_deltalite.engine.table import Table
 from airflow_provider_deltalite.engine.transaction import RetryPolicy
-from airflow_provider_deltalite.maintenance.bin_packing import group_by
+from airflow_provider_deltalite.maintenance.bin_packing import group_by, within_bytes
 from airflow_provider_deltalite.maintenance.clustering.curves import is_orderable
 from airflow_provider_deltalite.maintenance.clustering.runs import (
     TAG_COLUMNS,
@@ -41,7 +42,7 @@ from airflow_provider_deltalite.maintenance.clustering.runs import (
 from airflow_provider_deltalite.maintenance.clustering.shuffle import cluster_tasks
 from airflow_provider_deltalite.maintenance.executor import Executor, LocalExecutor
 from airflow_provider_deltalite.maintenance.optimize_stats import OptimizeStats, clustering_run_stats, size_metrics
-from airflow_provider_deltalite.maintenance.options import CURVES, ZOrderOptions
+from airflow_provider_deltalite.maintenance.options import CURVES, ZOrderOptions, positive_bytes
 from airflow_provider_deltalite.maintenance.rewrites import (
     OptimizeProgress,
     commit_rewrite,
@@ -77,6 +78,7 @@ class ZOrderPlan:
     bins: tuple[ClusterBin, ...]
     skipped_cubes: int
     skipped_files: tuple[dict[str, Any], ...]
+    deferred: tuple[ClusterBin, ...] = ()  # partitions ``max_bytes_to_rewrite`` left for a later run
 
 
 def validate_columns(snapshot: Snapshot, columns: Sequence[str]) -> tuple[str, ...]:
@@ -134,13 +136,16 @@ def plan_zorder(
     curve: str = "zorder",
     where: str | None = None,
     target_size: int | None = None,
+    max_bytes_to_rewrite: int | None = None,
 ) -> ZOrderPlan:
-    """Plan a clustering run without touching data: one bin per partition, cubes already in place skipped."""
+    """Plan a clustering run without touching data: one bin per partition, cubes already in place skipped, and the
+    partitions beyond ``max_bytes_to_rewrite`` deferred."""
     uri = snapshot.table_uri
     if curve not in CURVES:
         raise InvalidArgument(f"curve must be one of {', '.join(CURVES)}, got {curve!r}", uri)
     names = validate_columns(snapshot, columns)
     target, _, _ = resolve_sizes(snapshot, target_size, None, None, None)
+    positive_bytes("max_bytes_to_rewrite", max_bytes_to_rewrite, uri)
     indexes = considered_files(snapshot, where)
     paths = snapshot.files.column("path").to_pylist()
     actions = {a["path"]: a for a in live_file_actions(snapshot, [paths[i] for i in indexes])}
@@ -168,6 +173,7 @@ def plan_zorder(
                 cube_files=len(in_cube),
             )
         )
+    taken, left = within_bytes([b.size for b in bins], max_bytes_to_rewrite)
     return ZOrderPlan(
         read_version=snapshot.version,
         predicate=where,
@@ -175,9 +181,10 @@ def plan_zorder(
         curve=curve,
         target_size=target,
         total_considered_files=len(indexes),
-        bins=tuple(bins),
+        bins=tuple(bins[i] for i in taken),
         skipped_cubes=skipped_cubes,
         skipped_files=tuple(skipped),
+        deferred=tuple(bins[i] for i in left),
     )
 
 
@@ -220,8 +227,8 @@ def zorder(
     Args:
         table: the table.
         columns: the clustering columns, or a whole `ZOrderOptions` (``columns``, ``curve``, ``where``,
-            ``target_size``, ``dry_run``, ``num_ranges``, ``noise``, ``run_bytes``). With a list of columns, pass the
-            other fields as keyword arguments.
+            ``target_size``, ``dry_run``, ``num_ranges``, ``noise``, ``run_bytes``, ``max_bytes_to_rewrite``). With a
+            list of columns, pass the other fields as keyword arguments.
         executor: where partitions are clustered (default `LocalExecutor`).
         max_concurrent_tasks: threads of the default local executor.
         writer_options: Parquet encoding of the new files.
@@ -247,7 +254,14 @@ def zorder(
     snapshot = table.planning_snapshot(snapshot)
     refuse_clustered(snapshot, opts.columns)
     ensure_can_add_files(snapshot)
-    plan = plan_zorder(snapshot, opts.columns, curve=opts.curve, where=opts.where, target_size=opts.target_size)
+    plan = plan_zorder(
+        snapshot,
+        opts.columns,
+        curve=opts.curve,
+        where=opts.where,
+        target_size=opts.target_size,
+        max_bytes_to_rewrite=opts.max_bytes_to_rewrite,
+    )
     owned = executor is None
     executor = executor or LocalExecutor(max_concurrent_tasks)
     try:
@@ -317,4 +331,5 @@ def _stats(
         partitions_optimized=len(plan.bins),
         dry_run=dry_run,
         z_order_stats=z_order_stats,
+        deferred=plan.deferred,
     )

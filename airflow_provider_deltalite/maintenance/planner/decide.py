@@ -9,8 +9,9 @@ The rules (docs/maintenance-planner.md has them with their anchors):
   within ``vacuum_cooldown_hours`` of the last VACUUM END, no checkpoint within ``checkpoint_cooldown_hours`` of the
   newest checkpoint;
 - **budgets**: the rewrites are ranked by fragments removed per byte rewritten (most first, then fewer bytes, then
-  partition order) and taken while they fit ``max_rewrite_bytes_per_run``; VACUUM deletes at most
-  ``max_files_deleted_per_run`` files (the oldest first);
+  partition order) and taken while they fit ``max_rewrite_bytes_per_run``, and each rewrite action carries its share
+  of that budget as ``max_bytes_to_rewrite`` (`_budget_shares`), so the run stays within it even when files arrive
+  after planning; VACUUM deletes at most ``max_files_deleted_per_run`` files (the oldest first);
 - what the cooldowns and budgets hold back becomes a `DeferredAction` with the reason.
 """
 
@@ -100,9 +101,11 @@ def decide(health: TableHealth, snapshot: Snapshot, policy: MaintenancePolicy, n
             deferred.append(_deferred(operation, group, (cooldown,)))
     elif candidates:
         taken, left = _within_budget(candidates, effective.max_rewrite_bytes_per_run)
+        rewrites: list[PlannedAction] = []
         for operation, group in _by_operation(taken):
             for start in range(0, len(group), MAX_PARTITIONS_PER_ACTION):
-                actions.append(_planned(operation, group[start : start + MAX_PARTITIONS_PER_ACTION], logical))
+                rewrites.append(_planned(operation, group[start : start + MAX_PARTITIONS_PER_ACTION], logical))
+        actions.extend(_budget_shares(rewrites, effective.max_rewrite_bytes_per_run))
         for operation, group in _by_operation(left):
             deferred.append(_deferred(operation, group, tuple(_budget_reason(c, effective) for c in group)))
     vacuum = _vacuum(health, snapshot, effective, now, explicit_retention=policy.retention_hours is not None)
@@ -153,6 +156,27 @@ def _within_budget(candidates: list[Candidate], budget: int) -> tuple[list[Candi
         [c for i, c in enumerate(candidates) if i in chosen],
         [c for i, c in enumerate(candidates) if i not in chosen],
     )
+
+
+def _budget_shares(rewrites: list[PlannedAction], budget: int) -> list[PlannedAction]:
+    """The rewrite actions (in run order) each with its share of ``budget`` as ``max_bytes_to_rewrite``.
+
+    Each operation re-plans its bins on the newest snapshot when it runs, so files that arrived after planning would
+    otherwise be rewritten on top of the budget. A share is the action's estimate plus an even part of what the plan
+    left unused (the first actions take the odd bytes), so the shares sum to the budget: an append to a planned
+    partition that grows its bins may still run, and all actions together never read more than the budget.
+    """
+    if not rewrites:
+        return []
+    spare = budget - sum(a.estimate.bytes_read for a in rewrites)  # _within_budget keeps it at or above 0
+    each, odd = divmod(max(spare, 0), len(rewrites))
+    shared = []
+    for n, action in enumerate(rewrites):
+        share = action.estimate.bytes_read + each + (1 if n < odd else 0)
+        # at least one byte, which the option requires: only files of 0 bytes under a budget of 0 come to less
+        options = {**action.options, "max_bytes_to_rewrite": max(share, 1)}
+        shared.append(replace(action, options=options))
+    return shared
 
 
 def _budget_reason(candidate: Candidate, policy: MaintenancePolicy) -> Reason:
