@@ -38,6 +38,8 @@ class VacuumOperator(DeltaLiteSparkJobOperator):
             ``length``, ``isDir``, ``modificationTime``, or an S3 Inventory ``manifest.json``) instead of listing
             storage; FULL only (templated).
         inventory_format: ``"csv"``, ``"parquet"`` or ``"s3-inventory"`` (default: from the name) (templated).
+        max_files_to_delete: delete at most this many files, the oldest first; the stats count the rest
+            (``numFilesDeferred``) (templated).
         min_reclaimable_bytes: first list in this process (a dry run) and do nothing, starting no JVM, unless at
             least this many bytes would be deleted; the dry run's stats are returned with ``skippedReason``
             (templated).
@@ -60,6 +62,7 @@ class VacuumOperator(DeltaLiteSparkJobOperator):
         "commit_log_entries",
         "inventory",
         "inventory_format",
+        "max_files_to_delete",
         "min_reclaimable_bytes",
     )
 
@@ -74,6 +77,7 @@ class VacuumOperator(DeltaLiteSparkJobOperator):
         commit_log_entries: bool | str = True,
         inventory: str | None = None,
         inventory_format: str | None = None,
+        max_files_to_delete: int | str | None = None,
         min_reclaimable_bytes: int | str | None = None,
         **kwargs: Any,
     ) -> None:
@@ -95,6 +99,7 @@ class VacuumOperator(DeltaLiteSparkJobOperator):
         self.commit_log_entries = commit_log_entries
         self.inventory = inventory
         self.inventory_format = inventory_format
+        self.max_files_to_delete = max_files_to_delete
         self.min_reclaimable_bytes = min_reclaimable_bytes
 
     def option_values(self) -> dict[str, Any]:
@@ -109,6 +114,7 @@ class VacuumOperator(DeltaLiteSparkJobOperator):
             "commit_log_entries": self.commit_log_entries,
             "inventory": self.inventory,
             "inventory_format": self.inventory_format,
+            "max_files_to_delete": self.max_files_to_delete,
         }
 
     def plan(self, table: DeltaTable, options: VacuumOptions) -> tuple[dict[str, Any], str | None] | None:

@@ -143,13 +143,35 @@ def test_below_min_reclaimable_bytes_returns_the_listing_without_starting_spark(
             "dry_run must be true or false, got 'maybe'",
         ),
         (
+            lambda uri: OptimizeOperator(task_id="o", table_uri=uri, max_bytes_to_rewrite="{{ params.cap }}"),
+            {"cap": "0"},
+            InvalidArgument,
+            "max_bytes_to_rewrite must be a positive number of bytes, got 0",
+        ),
+        (
+            lambda uri: VacuumOperator(task_id="v", table_uri=uri, max_files_to_delete="{{ params.n }}"),
+            {"n": "-3"},
+            InvalidArgument,
+            "max_files_to_delete must be a positive whole number, got -3",
+        ),
+        (
             lambda uri: OptimizeOperator(task_id="o", table_uri=uri + "-missing"),
             {},
             TableNotFound,
             None,
         ),
     ],
-    ids=["negative-size", "size-not-a-number", "where-on-data-column", "threshold", "zorder", "flag", "no-table"],
+    ids=[
+        "negative-size",
+        "size-not-a-number",
+        "where-on-data-column",
+        "threshold",
+        "zorder",
+        "flag",
+        "rewrite-budget",
+        "files-budget",
+        "no-table",
+    ],
 )
 def test_a_templated_value_that_renders_invalid_fails_with_one_line_and_commits_nothing(
     tmp_path: Path, make: Any, params: dict[str, str], error: type, problem: str | None
