@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -715,3 +717,54 @@ def test_run_plan_clusters_a_liquid_table_once(tmp_path: Path) -> None:
     assert agreed_rows(path) == rows
     # the new files are one cube on (x, y): nothing is left to cluster, and the cooldown would hold it anyway
     assert plan_maintenance(table, policy.replace(optimize_cooldown_hours=0)).is_empty
+
+
+# Plans a table three ways in a fresh interpreter (nothing imported by other tests), then prints the actions planned
+# and every pyspark / py4j module loaded; then imports pyspark.sql, to show this interpreter would have reported it.
+NO_JVM_PROBE = """
+import json, sys
+from airflow_provider_deltalite.maintenance.maintain_options import MaintainOptions
+from airflow_provider_deltalite.maintenance.planner import MaintenancePolicy, health_and_plan, plan_maintenance
+from airflow_provider_deltalite.operators.maintenance import DeltaMaintenanceOperator
+from airflow_provider_deltalite.table import DeltaTable
+
+def jvm_modules():
+    return sorted(m for m in sys.modules if m.split(".")[0] in ("pyspark", "py4j"))
+
+table, policy = DeltaTable(sys.argv[1]), json.loads(sys.argv[2])
+plans = [
+    plan_maintenance(table, MaintenancePolicy(**policy)),
+    health_and_plan(table, MaintenancePolicy(**policy))[1],
+]
+operator = DeltaMaintenanceOperator(task_id="maintain", table_uri=sys.argv[1], policy=policy)
+skipped = operator.plan(table, MaintainOptions(policy=policy))  # the operator's step in the worker, before Spark
+plans.append(operator.maintenance_plan)
+after_planning = jvm_modules()
+import pyspark.sql
+print(json.dumps({
+    "actions": [[a.operation for a in plan.actions] for plan in plans],
+    "skipped": skipped,
+    "airflow": "airflow" in sys.modules,
+    "jvm_after_planning": after_planning,
+    "jvm_after_importing_pyspark": "pyspark" in jvm_modules() and "py4j" in jvm_modules(),
+}))
+"""
+
+
+def test_planning_starts_no_jvm_and_imports_neither_pyspark_nor_py4j(tmp_path: Path) -> None:
+    path, _ = delta_rs_table(tmp_path / "t")
+    policy = {"target_file_size": MIB}
+    proc = subprocess.run(
+        [sys.executable, "-c", NO_JVM_PROBE, str(path), json.dumps(policy)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    report = json.loads(proc.stdout)
+    # each way planned the work the table needs: p=a's six fragments and the ten-day-old tombstone
+    assert report["actions"] == [["optimize", "vacuum"]] * 3
+    assert (report["skipped"], report["airflow"]) == (None, True)
+    assert report["jvm_after_planning"] == []
+    assert report["jvm_after_importing_pyspark"] is True
