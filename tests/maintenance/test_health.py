@@ -15,6 +15,7 @@ import pytest
 from airflow_provider_deltalite.engine.errors import InvalidArgument
 from airflow_provider_deltalite.maintenance.health import SIZE_BUCKET_EDGES, ColumnClustering, table_health
 from airflow_provider_deltalite.maintenance.health.clustering_quality import group_clustering
+from airflow_provider_deltalite.maintenance.planner import MaintenancePolicy, plan_maintenance
 from airflow_provider_deltalite.table import DeltaTable
 from tests.maintenance.health_tables import (
     HOUR,
@@ -195,8 +196,10 @@ def test_liquid_clustered_table_is_measured_on_its_string_clustering_column(tmp_
     # intervals: apple-banana 1, banana-cherry 2, cherry-date 1 (b), date-elder none, elder-fig 1, fig-grape 1;
     # the point cherry (c) held by a, b, c: 3
     assert h.clustering == (ColumnClustering("name", 5, 0, 9 / 5, 9 / 6, 3),)
-    assert [p.partition_values for p in h.partitions] == [{}]
-    assert h.partitions[0].clustering == h.clustering
+    # the one partition of an unpartitioned table: all five 1 MiB files, one row each, the same hand-counted figures
+    [whole] = h.partitions
+    assert (whole.partition_values, whole.files, whole.bytes, whole.rows) == ({}, 5, 5 * MIB, 5)
+    assert whole.clustering == (ColumnClustering("name", 5, 0, 9 / 5, 9 / 6, 3),)
 
 
 def test_in_commit_timestamps_date_the_versions_and_runs(tmp_path: Path) -> None:
@@ -230,7 +233,9 @@ def test_a_healthy_delta_rs_table_with_a_checkpoint_needs_nothing(tmp_path: Path
     actions = deltalake.DeltaTable(str(t)).get_add_actions(flatten=True)
     actions = actions if isinstance(actions, pa.Table) else pa.RecordBatchReader.from_stream(actions).read_all()
     sizes, records = actions.column("size_bytes").to_pylist(), actions.column("num_records").to_pylist()
-    assert (h.files, h.bytes, h.rows) == (len(sizes), sum(sizes), sum(records)) == (6, sum(sizes), 300)
+    on_disk = [p.stat().st_size for p in t.glob("p=*/*.parquet")]  # appends only: every data file is live
+    assert (h.files, h.bytes, h.rows) == (len(sizes), sum(sizes), sum(records))
+    assert (len(sizes), sum(sizes), sum(records)) == (len(on_disk), sum(on_disk), 300) == (6, sum(on_disk), 300)
     assert (h.small_files, h.small_file_share, h.deleted_rows, h.files_with_deletion_vectors) == (0, 0.0, 0, 0)
     assert (h.tombstones.files, h.tombstones.bytes, h.tombstones.next_reclaimable_at) == (0, 0, None)
     assert h.tombstones.reclaimable_by_day == ()
@@ -241,6 +246,13 @@ def test_a_healthy_delta_rs_table_with_a_checkpoint_needs_nothing(tmp_path: Path
     assert (h.clustering_columns, h.clustering_source, h.clustering) == ((), None, ())
     assert (h.last_runs.optimize_version, h.last_runs.vacuum_version, h.last_runs.zorder_columns) == (None, None, ())
     assert [(p.partition_values, p.files, p.rows) for p in h.partitions] == [({"p": "x"}, 3, 150), ({"p": "y"}, 3, 150)]
+    # and the planner agrees: with a policy fitted to the table (no file is a fragment: the target is at most 8 times
+    # the smallest file; nothing is below min_file_size), as with the defaults (three fragments per partition, below
+    # min_input_files=5), nothing is due: no tombstone, a checkpoint at the newest version
+    fitted = MaintenancePolicy(target_file_size=8 * min(sizes), min_file_size=1)
+    for policy in (fitted, MaintenancePolicy()):
+        plan = plan_maintenance(DeltaTable(str(t)), policy)
+        assert (plan.version, plan.actions, plan.deferred, plan.is_empty) == (2, (), (), True)
 
 
 def test_rows_come_from_numrecords_wherever_the_writer_put_it(tmp_path: Path) -> None:
