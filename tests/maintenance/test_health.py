@@ -5,7 +5,9 @@ from __future__ import annotations
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
+import deltalake
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -13,6 +15,7 @@ import pytest
 from airflow_provider_deltalite.engine.errors import InvalidArgument
 from airflow_provider_deltalite.maintenance.health import SIZE_BUCKET_EDGES, ColumnClustering, table_health
 from airflow_provider_deltalite.maintenance.health.clustering_quality import group_clustering
+from airflow_provider_deltalite.maintenance.planner import MaintenancePolicy, plan_maintenance
 from airflow_provider_deltalite.table import DeltaTable
 from tests.maintenance.health_tables import (
     HOUR,
@@ -193,8 +196,10 @@ def test_liquid_clustered_table_is_measured_on_its_string_clustering_column(tmp_
     # intervals: apple-banana 1, banana-cherry 2, cherry-date 1 (b), date-elder none, elder-fig 1, fig-grape 1;
     # the point cherry (c) held by a, b, c: 3
     assert h.clustering == (ColumnClustering("name", 5, 0, 9 / 5, 9 / 6, 3),)
-    assert [p.partition_values for p in h.partitions] == [{}]
-    assert h.partitions[0].clustering == h.clustering
+    # the one partition of an unpartitioned table: all five 1 MiB files, one row each, the same hand-counted figures
+    [whole] = h.partitions
+    assert (whole.partition_values, whole.files, whole.bytes, whole.rows) == ({}, 5, 5 * MIB, 5)
+    assert whole.clustering == (ColumnClustering("name", 5, 0, 9 / 5, 9 / 6, 3),)
 
 
 def test_in_commit_timestamps_date_the_versions_and_runs(tmp_path: Path) -> None:
@@ -218,8 +223,6 @@ def test_in_commit_timestamps_date_the_versions_and_runs(tmp_path: Path) -> None
 
 def test_a_healthy_delta_rs_table_with_a_checkpoint_needs_nothing(tmp_path: Path) -> None:
     """Written by delta-rs, checkpointed by deltalite; files, bytes and rows cross-checked with delta-rs."""
-    import deltalake
-
     t = tmp_path / "healthy"
     for i in range(3):
         rows = pa.table({"id": pa.array(range(i * 100, i * 100 + 100), pa.int64()), "p": ["x", "y"] * 50})
@@ -230,7 +233,9 @@ def test_a_healthy_delta_rs_table_with_a_checkpoint_needs_nothing(tmp_path: Path
     actions = deltalake.DeltaTable(str(t)).get_add_actions(flatten=True)
     actions = actions if isinstance(actions, pa.Table) else pa.RecordBatchReader.from_stream(actions).read_all()
     sizes, records = actions.column("size_bytes").to_pylist(), actions.column("num_records").to_pylist()
-    assert (h.files, h.bytes, h.rows) == (len(sizes), sum(sizes), sum(records)) == (6, sum(sizes), 300)
+    on_disk = [p.stat().st_size for p in t.glob("p=*/*.parquet")]  # appends only: every data file is live
+    assert (h.files, h.bytes, h.rows) == (len(sizes), sum(sizes), sum(records))
+    assert (len(sizes), sum(sizes), sum(records)) == (len(on_disk), sum(on_disk), 300) == (6, sum(on_disk), 300)
     assert (h.small_files, h.small_file_share, h.deleted_rows, h.files_with_deletion_vectors) == (0, 0.0, 0, 0)
     assert (h.tombstones.files, h.tombstones.bytes, h.tombstones.next_reclaimable_at) == (0, 0, None)
     assert h.tombstones.reclaimable_by_day == ()
@@ -241,6 +246,13 @@ def test_a_healthy_delta_rs_table_with_a_checkpoint_needs_nothing(tmp_path: Path
     assert (h.clustering_columns, h.clustering_source, h.clustering) == ((), None, ())
     assert (h.last_runs.optimize_version, h.last_runs.vacuum_version, h.last_runs.zorder_columns) == (None, None, ())
     assert [(p.partition_values, p.files, p.rows) for p in h.partitions] == [({"p": "x"}, 3, 150), ({"p": "y"}, 3, 150)]
+    # and the planner agrees: with a policy fitted to the table (no file is a fragment: the target is at most 8 times
+    # the smallest file; nothing is below min_file_size), as with the defaults (three fragments per partition, below
+    # min_input_files=5), nothing is due: no tombstone, a checkpoint at the newest version
+    fitted = MaintenancePolicy(target_file_size=8 * min(sizes), min_file_size=1)
+    for policy in (fitted, MaintenancePolicy()):
+        plan = plan_maintenance(DeltaTable(str(t)), policy)
+        assert (plan.version, plan.actions, plan.deferred, plan.is_empty) == (2, (), (), True)
 
 
 def test_rows_come_from_numrecords_wherever_the_writer_put_it(tmp_path: Path) -> None:
@@ -325,8 +337,6 @@ def test_an_empty_partitioned_table(tmp_path: Path) -> None:
 
 def test_oldest_version_is_the_oldest_one_deltars_can_still_load(tmp_path: Path) -> None:
     """Commits 0 and 1 cleaned up, a checkpoint at 2: versions 2 and 3 load, 0 and 1 do not (delta-rs decides)."""
-    import deltalake
-
     t = tmp_path / "pruned"
     for i in range(4):
         deltalake.write_deltalake(str(t), pa.table({"id": pa.array([i], pa.int64())}), mode="append")
@@ -343,3 +353,86 @@ def test_oldest_version_is_the_oldest_one_deltars_can_still_load(tmp_path: Path)
             pass
     assert loadable == [2, 3]
     assert DeltaTable(str(t)).health().log.oldest_version == min(loadable) == 2
+
+
+REGIONS = ["af", "ap", "eu", "sa", "us"]  # in the order health sorts them
+DAYS = [1, 2, 3, 5, 8, 10, 20, 30]  # an integer column: sorted as numbers (10 after 8), not as the strings in the log
+
+
+def _delta_rs_files(t: Path, columns: list[str]) -> dict[tuple[Any, ...], list[tuple[int, int]]]:
+    """(size, numRecords) of every live file, by partition values (typed), as delta-rs reads the log."""
+    files: dict[tuple[Any, ...], list[tuple[int, int]]] = {}
+    for a in pa.table(deltalake.DeltaTable(str(t)).get_add_actions(flatten=True)).to_pylist():
+        key = tuple(a[f"partition.{c}"] for c in columns)
+        files.setdefault(key, []).append((a["size_bytes"], a["num_records"]))
+    return files
+
+
+def test_forty_partitions_on_two_columns_have_exact_figures_and_ranking(tmp_path: Path) -> None:
+    """delta-rs writes 5 regions x 8 days: partition number i (in region, day order) gets one large file of 2,000
+    random longs and i % 4 small files of 5 rows; files below 4 KiB are small. Sizes and rows are delta-rs's."""
+    t = tmp_path / "many"
+    partitions = [(r, d) for r in REGIONS for d in DAYS]
+    rng = np.random.default_rng(4)
+    for k, rows in enumerate([2000, 5, 5, 5]):  # append k writes to the partitions with i % 4 >= k
+        chosen = [(r, d) for i, (r, d) in enumerate(partitions) if i % 4 >= k]
+        data = pa.table(
+            {
+                "id": pa.array(rng.integers(0, 2**62, rows * len(chosen)), pa.int64()),
+                "region": [r for r, _ in chosen for _ in range(rows)],
+                "day": pa.array([d for _, d in chosen for _ in range(rows)], pa.int64()),
+            }
+        )
+        deltalake.write_deltalake(str(t), data, mode="append", partition_by=["region", "day"])
+    minimum = 4096
+    files = _delta_rs_files(t, ["region", "day"])
+    assert sorted(files) == sorted(partitions)  # delta-rs reads the days back as integers
+    expected = []
+    for i, (r, d) in enumerate(partitions):
+        found = files[(r, d)]
+        sizes = [size for size, _ in found]
+        # the design holds: one large file, i % 4 small ones
+        assert (len(found), sum(size < minimum for size in sizes)) == (1 + i % 4, i % 4)
+        assert sorted(rows for _, rows in found) == [5] * (i % 4) + [2000]
+        small_bytes = sum(size for size in sizes if size < minimum)
+        expected.append(({"region": r, "day": str(d)}, 1 + i % 4, sum(sizes), 2000 + 5 * (i % 4), i % 4, small_bytes))
+
+    h = table_health(DeltaTable(str(t)), min_file_size=minimum, now=NOW)
+    assert h.partition_columns == ("region", "day")
+    figures = [(p.partition_values, p.files, p.bytes, p.rows, p.small_files, p.small_bytes) for p in h.partitions]
+    assert figures == expected
+    assert all(
+        (p.deleted_rows, p.tombstone_files, p.tombstone_bytes, p.clustering) == (0, 0, 0, ()) for p in h.partitions
+    )
+    all_sizes = [size for found in files.values() for size, _ in found]
+    assert (h.files, h.bytes, h.rows) == (len(all_sizes), sum(all_sizes), 40 * 2000 + 5 * 60) == (100, h.bytes, 80_300)
+    assert (h.small_files, h.small_bytes) == (60, sum(size for size in all_sizes if size < minimum))
+    # worst first: the ten partitions with 3 small files (i = 3, 7, ..., 39) in partition order, then those with 2
+    worst = [p.partition_values for p in h.worst_partitions(12)]
+    assert worst == [expected[i][0] for i in [3, 7, 11, 15, 19, 23, 27, 31, 35, 39, 2, 6]]
+    assert [p.partition_values for p in h.worst_partitions(100)][-10:] == [expected[i][0] for i in range(0, 40, 4)]
+
+
+def test_more_partition_value_combinations_than_an_int64_holds_are_renumbered(tmp_path: Path) -> None:
+    """`partition_groups` numbers a file's partition by mixed radix over the columns' distinct values and renumbers
+    the combinations seen so far when the product of the distinct counts would reach 2**62. Two columns never get
+    there: each distinct value needs a file (an add or a remove), so d1 * d2 >= 2**62 needs 2**31 actions. Eleven
+    columns of 64 values do with 127 files: 64**10 = 2**60 after ten columns, times 64 at the eleventh. Without the
+    renumbering the first column's code would lose its top two bits (2**60 * 64 wraps around 2**64): the 63 files
+    that differ from the all-v00 file only in the first column would share keys with it, four by four."""
+    t = tmp_path / "wide"
+    columns = [f"c{j:02d}" for j in range(11)]
+    rows = [[f"v{i:02d}"] * 11 for i in range(64)]  # 64 distinct values in every column
+    rows += [[f"v{a:02d}"] + ["v00"] * 10 for a in range(1, 64)]
+    data = pa.table(
+        {"id": pa.array(range(len(rows)), pa.int64())} | {c: [r[j] for r in rows] for j, c in enumerate(columns)}
+    )
+    deltalake.write_deltalake(str(t), data, partition_by=columns)
+    files = _delta_rs_files(t, columns)
+    assert len(files) == 127 and all(len(found) == 1 for found in files.values())
+    assert [len({r[j] for r in rows}) for j in range(11)] == [64] * 11  # 64**11 = 2**66 combinations
+
+    h = table_health(DeltaTable(str(t)), now=NOW)
+    assert h.files == 127
+    expected = [(dict(zip(columns, key, strict=True)), 1, files[key][0][0], 1) for key in sorted(files)]
+    assert [(p.partition_values, p.files, p.bytes, p.rows) for p in h.partitions] == expected

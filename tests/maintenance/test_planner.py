@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import deltalake
+import pyarrow as pa
 import pytest
 
 from airflow_provider_deltalite.engine.errors import InvalidArgument, InvalidPolicy
@@ -32,6 +36,7 @@ from airflow_provider_deltalite.maintenance.planner import (
 )
 from airflow_provider_deltalite.maintenance.planner.where import logical_names, partitions_predicate
 from airflow_provider_deltalite.maintenance.rewrites import considered_files
+from airflow_provider_deltalite.table import DeltaTable
 from tests.maintenance.liquid_tables import clustered_points
 from tests.maintenance.planner_tables import (
     DATE_SCHEMA,
@@ -734,3 +739,108 @@ def test_run_plan_clusters_a_liquid_table_once(tmp_path: Path) -> None:
     assert agreed_rows(path) == rows
     # the new files are one cube on (x, y): nothing is left to cluster, and the cooldown would hold it anyway
     assert plan_maintenance(table, policy.replace(optimize_cooldown_hours=0)).is_empty
+
+
+# Plans a table three ways in a fresh interpreter (nothing imported by other tests), then prints the actions planned
+# and every pyspark / py4j module loaded; then imports pyspark.sql, to show this interpreter would have reported it.
+NO_JVM_PROBE = """
+import json, sys
+from airflow_provider_deltalite.maintenance.maintain_options import MaintainOptions
+from airflow_provider_deltalite.maintenance.planner import MaintenancePolicy, health_and_plan, plan_maintenance
+from airflow_provider_deltalite.operators.maintenance import DeltaMaintenanceOperator
+from airflow_provider_deltalite.table import DeltaTable
+
+def jvm_modules():
+    return sorted(m for m in sys.modules if m.split(".")[0] in ("pyspark", "py4j"))
+
+table, policy = DeltaTable(sys.argv[1]), json.loads(sys.argv[2])
+plans = [
+    plan_maintenance(table, MaintenancePolicy(**policy)),
+    health_and_plan(table, MaintenancePolicy(**policy))[1],
+]
+operator = DeltaMaintenanceOperator(task_id="maintain", table_uri=sys.argv[1], policy=policy)
+skipped = operator.plan(table, MaintainOptions(policy=policy))  # the operator's step in the worker, before Spark
+plans.append(operator.maintenance_plan)
+after_planning = jvm_modules()
+import pyspark.sql
+print(json.dumps({
+    "actions": [[a.operation for a in plan.actions] for plan in plans],
+    "skipped": skipped,
+    "airflow": "airflow" in sys.modules,
+    "jvm_after_planning": after_planning,
+    "jvm_after_importing_pyspark": "pyspark" in jvm_modules() and "py4j" in jvm_modules(),
+}))
+"""
+
+
+def test_planning_starts_no_jvm_and_imports_neither_pyspark_nor_py4j(tmp_path: Path) -> None:
+    path, _ = delta_rs_table(tmp_path / "t")
+    policy = {"target_file_size": MIB}
+    proc = subprocess.run(
+        [sys.executable, "-c", NO_JVM_PROBE, str(path), json.dumps(policy)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    report = json.loads(proc.stdout)
+    # each way planned the work the table needs: p=a's six fragments and the ten-day-old tombstone
+    assert report["actions"] == [["optimize", "vacuum"]] * 3
+    assert (report["skipped"], report["airflow"]) == (None, True)
+    assert report["jvm_after_planning"] == []
+    assert report["jvm_after_importing_pyspark"] is True
+
+
+def test_a_recent_optimize_in_a_real_log_defers_compaction_until_its_cooldown_is_over(tmp_path: Path) -> None:
+    """delta-rs writes three small files, our OPTIMIZE compacts them, delta-rs appends four more: five fragments.
+    The OPTIMIZE commit's file time is set to half an hour before "now" (the log's time without in-commit
+    timestamps); the default optimize_cooldown_hours=1 defers the compaction, 0 plans it, and so does an hour later."""
+    path = tmp_path / "t"
+
+    def append(i: int) -> None:
+        data = pa.table({"id": pa.array(range(10 * i, 10 * i + 10), pa.int64())})
+        deltalake.write_deltalake(str(path), data, mode="append")
+
+    for i in range(3):
+        append(i)
+    assert DeltaTable(str(path)).optimize().committed_version == 3
+    for i in range(3, 7):
+        append(i)
+    history = {h["version"]: h["operation"] for h in deltalake.DeltaTable(str(path)).history()}
+    assert history == {v: "OPTIMIZE" if v == 3 else "WRITE" for v in range(8)}
+    optimized_at = int(time.time()) - 1800  # whole seconds: the file time in ms is exact
+    log = path / "_delta_log"
+    for version in range(3):
+        os.utime(log / f"{version:020d}.json", (optimized_at - 3600, optimized_at - 3600))
+    os.utime(log / f"{3:020d}.json", (optimized_at, optimized_at))
+    now = (optimized_at + 1800) * 1000
+    adds = pa.table(deltalake.DeltaTable(str(path)).get_add_actions(flatten=True))
+    sizes = adds.column("size_bytes").to_pylist()
+    assert len(sizes) == 5 and max(sizes) < 128 * MIB  # one compacted file and four appends: all fragments
+    estimate = Estimate(bytes_read=sum(sizes), bytes_written=sum(sizes), files_removed=5, files_added=1)
+    table = Table(str(path))
+
+    plan = plan_maintenance(table, now=now)
+    assert (plan.version, plan.actions, plan.total) == (7, (), Estimate())
+    cooldown = Reason(
+        "hours_since_optimize",
+        0.5,
+        "optimize_cooldown_hours",
+        1.0,
+        "the last OPTIMIZE was 0.5 hours ago, within optimize_cooldown_hours=1",
+    )
+    assert plan.deferred == (DeferredAction("optimize", (), (cooldown,), estimate),)
+
+    fragments = Reason(
+        "fragments",
+        5,
+        "min_input_files",
+        5,
+        "the table: 5 fragments (files below 128 MiB, target_file_size / fragment_ratio), at least min_input_files=5",
+    )
+    options = {"target_size": 1 << 30, "min_file_size": 1 << 30, "max_deleted_rows_ratio": 0.05}
+    compaction = PlannedAction("optimize", options, (), (fragments,), estimate)
+    for policy, at in [(MaintenancePolicy(optimize_cooldown_hours=0), now), (MaintenancePolicy(), now + HOUR // 2)]:
+        plan = plan_maintenance(table, policy, now=at)
+        assert (plan.actions, plan.deferred, plan.total) == ((compaction,), (), estimate)
