@@ -839,7 +839,13 @@ def test_a_recent_optimize_in_a_real_log_defers_compaction_until_its_cooldown_is
         5,
         "the table: 5 fragments (files below 128 MiB, target_file_size / fragment_ratio), at least min_input_files=5",
     )
-    options = {"target_size": 1 << 30, "min_file_size": 1 << 30, "max_deleted_rows_ratio": 0.05}
+    # the one rewrite action carries the whole budget (max_rewrite_bytes_per_run, 100 GiB) as its cap
+    options = {
+        "target_size": 1 << 30,
+        "min_file_size": 1 << 30,
+        "max_deleted_rows_ratio": 0.05,
+        "max_bytes_to_rewrite": 100 << 30,
+    }
     compaction = PlannedAction("optimize", options, (), (fragments,), estimate)
     for policy, at in [(MaintenancePolicy(optimize_cooldown_hours=0), now), (MaintenancePolicy(), now + HOUR // 2)]:
         plan = plan_maintenance(table, policy, now=at)
