@@ -124,6 +124,16 @@ PURGE = PlannedAction(
 )
 
 
+# An OPTIMIZE half an hour ago, under the default one-hour cooldown: why compaction waits.
+HALF_HOUR_INTO_OPTIMIZE_COOLDOWN = Reason(
+    "hours_since_optimize",
+    0.5,
+    "optimize_cooldown_hours",
+    1.0,
+    "the last OPTIMIZE was 0.5 hours ago, within optimize_cooldown_hours=1",
+)
+
+
 def test_small_files_and_deletion_vectors_give_compaction_and_purge_per_partition(tmp_path: Path) -> None:
     table = _mixed(tmp_path / "t")
     snapshot = table.snapshot()
@@ -195,13 +205,7 @@ def test_a_recent_optimize_defers_every_rewrite(tmp_path: Path) -> None:
     health = make_health(table.uri, 1, optimize_timestamp=NOW - HOUR // 2)
     plan = decide(health, table.snapshot(), POLICY, NOW)
     assert plan.actions == ()
-    cooldown = Reason(
-        "hours_since_optimize",
-        0.5,
-        "optimize_cooldown_hours",
-        1.0,
-        "the last OPTIMIZE was 0.5 hours ago, within optimize_cooldown_hours=1",
-    )
+    cooldown = HALF_HOUR_INTO_OPTIMIZE_COOLDOWN
     assert plan.deferred == (
         DeferredAction("purge", ({"day": C},), (cooldown,), PURGE.estimate),
         DeferredAction("optimize", ({"day": None}, {"day": A}), (cooldown,), Estimate(980 * KIB, 980 * KIB, 11, 2)),
@@ -823,13 +827,7 @@ def test_a_recent_optimize_in_a_real_log_defers_compaction_until_its_cooldown_is
 
     plan = plan_maintenance(table, now=now)
     assert (plan.version, plan.actions, plan.total) == (7, (), Estimate())
-    cooldown = Reason(
-        "hours_since_optimize",
-        0.5,
-        "optimize_cooldown_hours",
-        1.0,
-        "the last OPTIMIZE was 0.5 hours ago, within optimize_cooldown_hours=1",
-    )
+    cooldown = HALF_HOUR_INTO_OPTIMIZE_COOLDOWN
     assert plan.deferred == (DeferredAction("optimize", (), (cooldown,), estimate),)
 
     fragments = Reason(
