@@ -22,12 +22,14 @@ from airflow_provider_deltalite import DeltaTable
 from airflow_provider_deltalite.engine import InvalidArgument
 from airflow_provider_deltalite.engine.clustering_domain import clustering_spec
 from airflow_provider_deltalite.engine.errors import CorruptLog, InvalidTableProperty
+from airflow_provider_deltalite.maintenance.clustering.liquid import plan_clustering
 from airflow_provider_deltalite.maintenance.clustering.zorder import zorder
 from airflow_provider_deltalite.maintenance.optimize import optimize
 from airflow_provider_deltalite.maintenance.options import OptimizeOptions
 from tests.conformance.corpus import row_multiset
 from tests.helpers import CORPUS, cli_failure, copy_table, run_cli, tree_state
 from tests.maintenance import liquid_tables as lt
+from tests.oracles import DELTA_RS, KERNEL, agreed_rows, assert_rows_agree
 
 CUBE_TAGS = ("ZCUBE_ID", "ZCUBE_ZORDER_BY", "ZCUBE_ZORDER_CURVE")
 
@@ -265,6 +267,77 @@ def test_sealed_cubes_stay_but_full_reclusters_them(tmp_path: Path) -> None:
     assert full.clustering_stats is not None and full.clustering_stats["numSealedZCubes"] == 0
     assert {r["path"] for r in _removes(path, 8)} == live
     assert _kernel_rows(path) == before
+
+
+def _live_sizes(path: Path) -> dict[str, int]:
+    """Path -> size of every live file, as delta-rs reads the log."""
+    adds = pa.table(deltalake.DeltaTable(str(path)).get_add_actions(flatten=True))
+    return dict(zip(adds.column("path").to_pylist(), adds.column("size_bytes").to_pylist(), strict=True))
+
+
+def _even_cubes(sizes: dict[str, int], count: int) -> list[list[str]]:
+    """`liquid._pack`'s cut, by hand: the files in path order, a new cube closed after the first file at which
+    the bytes so far reach the next ``k / count`` of the total (the last cube takes the rest)."""
+    total = sum(sizes.values())
+    cubes: list[list[str]] = [[]]
+    done = 0
+    for name in sorted(sizes):
+        cubes[-1].append(name)
+        done += sizes[name]
+        if len(cubes) < count and done * count >= total * len(cubes):
+            cubes.append([])
+    return cubes
+
+
+def test_max_bytes_to_rewrite_takes_the_first_new_cube_and_defers_the_rest(tmp_path: Path) -> None:
+    path = lt.clustered_points(tmp_path / "t", files=6)  # versions 1-6: six unclustered files
+    sizes = _live_sizes(path)
+    total = sum(sizes.values())
+    # a new cube starts at 1.5 x min_cube_size: the six files make 3.5 of those, so 3 cubes; which files each takes
+    # depends on the (random) path order, as the files are nearly the same size
+    min_cube = total * 4 // 21
+    assert total // (min_cube * 3 // 2) == 3
+    target = total // 6
+    cubes = _even_cubes(sizes, 3)
+    assert len(cubes) == 3 and all(cubes)
+    cube_bytes = [sum(sizes[name] for name in cube) for cube in cubes]
+    # the plan without a cap cuts those three cubes, in that order
+    snapshot = DeltaTable(str(path)).snapshot()
+    spec = clustering_spec(snapshot)
+    assert spec is not None
+    plan = plan_clustering(snapshot, spec, target_size=target, min_cube_size=min_cube)
+    assert [sorted(f["path"] for f in b.files) for b in plan.bins] == cubes and plan.deferred == ()
+    before = agreed_rows(path)
+
+    capped = optimize(
+        DeltaTable(str(path)), target_size=target, min_cube_size=min_cube, max_bytes_to_rewrite=cube_bytes[0]
+    )
+    assert (capped.read_version, capped.committed_version, capped.num_bins) == (6, 7, 1)
+    assert {r["path"] for r in _removes(path, 7)} == set(cubes[0])
+    assert (capped.num_files_removed, capped.files_removed.total_size) == (len(cubes[0]), cube_bytes[0])
+    assert capped.num_files_added == len(_adds(path, 7)) == max(1, round(cube_bytes[0] / target))
+    assert (capped.num_bins_deferred, capped.bytes_deferred) == (2, cube_bytes[1] + cube_bytes[2])
+    assert (capped.to_dict()["numBinsDeferred"], capped.to_dict()["bytesDeferred"]) == (2, total - cube_bytes[0])
+    assert capped.clustering_stats is not None and capped.clustering_stats["numOutputZCubes"] == 1
+    # the deferred cubes' files are still live, beside the one new cube
+    live = _live_sizes(path)
+    assert set(live) == set(cubes[1] + cubes[2]) | {a["path"] for a in _adds(path, 7)}
+    assert all(live[name] == sizes[name] for name in cubes[1] + cubes[2])
+    assert assert_rows_agree(path, before, columns=list(lt.SCHEMA.names)) == [DELTA_RS, KERNEL]
+
+    # without the cap the next run clusters every deferred file (3 or 4 of them: 1 or 2 new cubes); the cube the
+    # first run wrote is sealed (at least min_cube_size bytes), so it stays
+    deferred = cubes[1] + cubes[2]
+    rest_bytes = cube_bytes[1] + cube_bytes[2]
+    rest_cubes = rest_bytes // (min_cube * 3 // 2)
+    assert rest_cubes in (1, 2) and sum(live[a["path"]] for a in _adds(path, 7)) >= min_cube
+    rest = optimize(DeltaTable(str(path)), target_size=target, min_cube_size=min_cube)
+    assert (rest.committed_version, rest.num_bins, rest.num_bins_deferred, rest.bytes_deferred) == (8, rest_cubes, 0, 0)
+    assert {r["path"] for r in _removes(path, 8)} == set(deferred)
+    assert (rest.num_files_removed, rest.files_removed.total_size) == (len(deferred), rest_bytes)
+    assert rest.clustering_stats is not None and rest.clustering_stats["numSealedZCubes"] == 1
+    assert set(_live_sizes(path)) == {a["path"] for a in _adds(path, 7) + _adds(path, 8)}
+    assert assert_rows_agree(path, before, columns=list(lt.SCHEMA.names)) == [DELTA_RS, KERNEL]
 
 
 # -- candidates ----------------------------------------------------------------------------------------------------
