@@ -98,9 +98,10 @@ def before_after_child(pristine: str, work: str) -> dict[str, Any]:
     import deltalake
 
     # what delta-rs lists after the OPTIMIZE: the oracle for the "after" column's files, bytes and rows
-    actions = deltalake.DeltaTable(str(copy)).get_add_actions(flatten=True)
+    oracle_table = deltalake.DeltaTable(str(copy))
+    actions = oracle_table.get_add_actions(flatten=True)
     oracle = {
-        "version": deltalake.DeltaTable(str(copy)).version(),
+        "version": oracle_table.version(),
         "files": len(actions),
         "bytes": sum(actions.column("size_bytes").to_pylist()),
         "rows": sum(actions.column("num_records").to_pylist()),

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import TypeVar
 
+from airflow_provider_deltalite.maintenance.options import positive_bytes
+
 T = TypeVar("T")
 
 
@@ -65,7 +67,7 @@ def pack_batches(bin_sizes: Sequence[int], batch_size: int | None) -> list[list[
     return batches
 
 
-def within_bytes(sizes: Sequence[int], limit: int | None) -> tuple[list[int], list[int]]:
+def within_bytes(sizes: Sequence[int], limit: int | None, table_uri: str | None = None) -> tuple[list[int], list[int]]:
     """The bins (given by their input bytes, in the order they were planned) a run of at most ``limit`` input bytes
     rewrites, and the ones it defers: indexes out, both in planned order (None: no limit, everything is taken).
 
@@ -73,7 +75,12 @@ def within_bytes(sizes: Sequence[int], limit: int | None) -> tuple[list[int], li
     deferred and later, smaller bins may still fit (as the planner's budget ranks partitions, and as Iceberg and Amoro
     skip a file group too large for a run). A bin larger than the whole limit is therefore never rewritten under it:
     the limit is a promise about what one run reads, so it is never exceeded; the stats count the bin as deferred.
+
+    Raises:
+        InvalidArgument: ``limit`` is not a positive whole number (it is ``max_bytes_to_rewrite``; the planners that
+            take it directly, not through their options, are checked here).
     """
+    positive_bytes("max_bytes_to_rewrite", limit, table_uri)
     if limit is None:
         return list(range(len(sizes))), []
     taken: list[int] = []

@@ -53,7 +53,7 @@ from airflow_provider_deltalite.maintenance.bin_packing import group_by, pack_ba
 from airflow_provider_deltalite.maintenance.clustering.liquid import cluster_table, refuse_where
 from airflow_provider_deltalite.maintenance.executor import Executor, LocalExecutor
 from airflow_provider_deltalite.maintenance.optimize_stats import FileSizeMetrics, OptimizeStats
-from airflow_provider_deltalite.maintenance.options import OptimizeOptions, positive_bytes
+from airflow_provider_deltalite.maintenance.options import OptimizeOptions
 from airflow_provider_deltalite.maintenance.rewrites import (
     OptimizeProgress,
     commit_rewrite,
@@ -114,7 +114,6 @@ def plan_optimize(
 ) -> OptimizePlan:
     """Plan a compaction of ``snapshot`` without touching any data (deterministic for a given snapshot)."""
     target, minimum, ratio = resolve_sizes(snapshot, target_size, min_file_size, max_deleted_rows_ratio, batch_size)
-    positive_bytes("max_bytes_to_rewrite", max_bytes_to_rewrite, snapshot.table_uri)
     indexes = considered_files(snapshot, where)
     files = snapshot.files
     sizes = files.column("size").to_pylist()
@@ -145,7 +144,7 @@ def plan_optimize(
             if len(packed) > 1 or dvs[packed[0]] is not None:
                 chosen.append(packed)
     # the cap is applied here, where the bins are chosen, so a dry run shows what a run would defer
-    taken, left = within_bytes([sum(sizes[i] for i in b) for b in chosen], max_bytes_to_rewrite)
+    taken, left = within_bytes([sum(sizes[i] for i in b) for b in chosen], max_bytes_to_rewrite, snapshot.table_uri)
     actions = {a["path"]: a for a in live_file_actions(snapshot, [paths[i] for b in chosen for i in b])}
     planned = [
         CompactionBin(

@@ -16,8 +16,8 @@ import pytest
 
 from airflow_provider_deltalite.engine.errors import InvalidArgument
 from airflow_provider_deltalite.engine.table import Table
-from airflow_provider_deltalite.maintenance.clustering.zorder import zorder
-from airflow_provider_deltalite.maintenance.optimize import optimize
+from airflow_provider_deltalite.maintenance.clustering.zorder import plan_zorder, zorder
+from airflow_provider_deltalite.maintenance.optimize import optimize, plan_optimize
 from airflow_provider_deltalite.maintenance.options import OptimizeOptions, ZOrderOptions
 from airflow_provider_deltalite.maintenance.planner import (
     MaintenancePlan,
@@ -148,6 +148,20 @@ def test_a_bad_max_bytes_to_rewrite_names_it(value: object, message: str) -> Non
         OptimizeOptions.from_text({"max_bytes_to_rewrite": "a lot"})
     assert caught.value.problem == "max_bytes_to_rewrite must be a whole number, got 'a lot'"
     assert ZOrderOptions.from_text({"columns": "id", "max_bytes_to_rewrite": "4096"}).max_bytes_to_rewrite == 4096
+
+
+def test_the_planners_refuse_a_bad_cap_given_to_them_directly(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    _append(path, ["a"], 0, 2)
+    snapshot = Table(str(path)).snapshot()
+    for plan in (
+        lambda: plan_optimize(snapshot, max_bytes_to_rewrite=0),
+        lambda: plan_zorder(snapshot, ["id"], max_bytes_to_rewrite=-1),
+    ):
+        with pytest.raises(
+            InvalidArgument, match=r"max_bytes_to_rewrite must be a positive number of bytes, got -?[01]$"
+        ):
+            plan()
 
 
 def test_the_cli_refuses_a_bad_max_bytes_to_rewrite_and_writes_nothing(tmp_path: Path) -> None:

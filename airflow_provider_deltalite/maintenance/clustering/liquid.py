@@ -58,7 +58,6 @@ from airflow_provider_deltalite.maintenance.options import (
     DEFAULT_NUM_RANGES,
     DEFAULT_RUN_BYTES,
     OptimizeOptions,
-    positive_bytes,
 )
 from airflow_provider_deltalite.maintenance.rewrites import (
     OptimizeProgress,
@@ -173,7 +172,6 @@ def plan_clustering(
     """Plan a clustering run without touching data (see the module docstring for the rules)."""
     validate_clustering(snapshot, spec)
     target, _, _ = resolve_sizes(snapshot, target_size, None, None, None)
-    positive_bytes("max_bytes_to_rewrite", max_bytes_to_rewrite, snapshot.table_uri)
     min_cube = min_cube_size if min_cube_size is not None else MIN_CUBE_FILES * target
     names = list(spec.names)
     actions = sorted(live_file_actions(snapshot), key=lambda a: a["path"])
@@ -207,7 +205,7 @@ def plan_clustering(
     if not fresh and (not taken or (len(taken) == 1 and not full)):
         taken = []  # one cube alone is already clustered (Delta's filterOutSingleZCubes); FULL asks to redo it
     packed = _pack(fresh, taken, min_cube, target)
-    kept, left = within_bytes([b.size for b in packed], max_bytes_to_rewrite)
+    kept, left = within_bytes([b.size for b in packed], max_bytes_to_rewrite, snapshot.table_uri)
     bins = [packed[i] for i in kept]
     # _pack cuts whole cubes, so a cube is merged exactly when its files are in a new cube that runs
     running = {f["path"] for b in bins for f in b.files}

@@ -42,7 +42,7 @@ from airflow_provider_deltalite.maintenance.clustering.runs import (
 from airflow_provider_deltalite.maintenance.clustering.shuffle import cluster_tasks
 from airflow_provider_deltalite.maintenance.executor import Executor, LocalExecutor
 from airflow_provider_deltalite.maintenance.optimize_stats import OptimizeStats, clustering_run_stats, size_metrics
-from airflow_provider_deltalite.maintenance.options import CURVES, ZOrderOptions, positive_bytes
+from airflow_provider_deltalite.maintenance.options import CURVES, ZOrderOptions
 from airflow_provider_deltalite.maintenance.rewrites import (
     OptimizeProgress,
     commit_rewrite,
@@ -145,7 +145,6 @@ def plan_zorder(
         raise InvalidArgument(f"curve must be one of {', '.join(CURVES)}, got {curve!r}", uri)
     names = validate_columns(snapshot, columns)
     target, _, _ = resolve_sizes(snapshot, target_size, None, None, None)
-    positive_bytes("max_bytes_to_rewrite", max_bytes_to_rewrite, uri)
     indexes = considered_files(snapshot, where)
     paths = snapshot.files.column("path").to_pylist()
     actions = {a["path"]: a for a in live_file_actions(snapshot, [paths[i] for i in indexes])}
@@ -173,7 +172,7 @@ def plan_zorder(
                 cube_files=len(in_cube),
             )
         )
-    taken, left = within_bytes([b.size for b in bins], max_bytes_to_rewrite)
+    taken, left = within_bytes([b.size for b in bins], max_bytes_to_rewrite, uri)
     return ZOrderPlan(
         read_version=snapshot.version,
         predicate=where,
