@@ -17,7 +17,16 @@ DeleteObjects of up to 1,000 keys) come from the moto_server's request log, per 
 The package and its dependencies are bytecode compiled first (`_harness.compile_bytecode`), as pip installs them.
 
 Target (issue 19): deltalite <= 0.8x delta-rs wall, median over the reps, for the dry run and the real run, whole
-process and in-process. The machine is shared (2 cores, other agents): the load average is recorded with the result.
+process and in-process.
+
+The server's floor: every full VACUUM has to list every object under the table, and on moto the server's time to
+answer those listings is most of either engine's wall. So each rep also times a child that sends only those listings
+(ListObjectsV2 of 1,000 keys, unsigned, over plain ``http.client``, the XML not parsed beyond its continuation token),
+once over the whole table prefix and once per partition prefix on 4 threads; the faster of the two is the floor. No
+VACUUM through this server can take less, so a floor above 0.8x delta-rs's in-process dry run makes the target
+unreachable here, whatever the client does.
+
+The machine is shared (2 cores, other agents): the load average is recorded with the result.
 
 Run:  .venv/bin/python benchmarks/vacuum_s3.py [--reps 3] [--files 10000] [--profile]
 Results: a printed table and benchmarks/results/vacuum_s3.json.
@@ -110,6 +119,58 @@ def child_in_process(engine: str, dry_run: bool, endpoint: str, profile: bool) -
         pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(30)
         out["profile"] = buf.getvalue()
     return out
+
+
+LISTING_FLOOR = r"""
+import http.client, json, re, sys, time, urllib.parse
+from concurrent.futures import ThreadPoolExecutor
+
+port, bucket, prefix, partitions = int(sys.argv[1]), sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+
+
+def list_prefix(key_prefix):
+    conn = http.client.HTTPConnection("127.0.0.1", port)
+    token, keys, requests = None, 0, 0
+    while True:
+        query = {"list-type": "2", "prefix": key_prefix, "max-keys": "1000"}
+        if token:
+            query["continuation-token"] = token
+        conn.request("GET", f"/{bucket}?" + urllib.parse.urlencode(query))
+        body = conn.getresponse().read()
+        requests += 1
+        keys += body.count(b"<Key>")
+        more = re.search(rb"<NextContinuationToken>([^<]+)</NextContinuationToken>", body)
+        if not more:
+            return keys, requests
+        token = more.group(1).decode()
+
+
+out = {}
+start = time.perf_counter()
+keys, requests = list_prefix(prefix + "/")
+out["whole prefix"] = {"wall_s": time.perf_counter() - start, "keys": keys, "requests": requests}
+start = time.perf_counter()
+with ThreadPoolExecutor(4) as pool:
+    done = list(pool.map(list_prefix, [f"{prefix}/{p}/" for p in partitions]))
+out["by partition"] = {
+    "wall_s": time.perf_counter() - start,
+    "keys": sum(k for k, _ in done),
+    "requests": sum(r for _, r in done),
+}
+print(json.dumps(out))
+"""
+
+
+def run_listing_floor(endpoint: str, partitions: list[str]) -> dict[str, Any]:
+    """The moto server's time to answer the listings a full VACUUM needs, and nothing else (see the docstring)."""
+    port = endpoint.rsplit(":", 1)[1]
+    cmd = [sys.executable, "-c", LISTING_FLOOR, port, BUCKET, PREFIX, json.dumps(partitions)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
+    if proc.returncode != 0:
+        raise SystemExit(f"listing floor failed: {proc.stderr.strip().splitlines()[-1:]}")
+    ways = json.loads(proc.stdout)
+    best = min(ways, key=lambda way: ways[way]["wall_s"])
+    return {"wall_s": ways[best]["wall_s"], "files": None, "best": best, "ways": ways}
 
 
 def whole_process_command(engine: str, dry_run: bool, endpoint: str) -> list[str]:
@@ -217,12 +278,19 @@ def main() -> int:
             objects = upload(fs, Path(tmp) / "table")
             print(f"table: {len(objects)} objects uploaded in {time.perf_counter() - t0:.1f} s; {info}")
             log = RequestLog(log_path)
+            partitions = sorted({p.relative_to(Path(tmp) / "table").parts[0] for p in (Path(tmp) / "table").rglob("*")})
             if args.profile:
                 r = h.run_child_or_exit(__file__, ["--child", "deltalite", "dry", endpoint, "1"], CHILD_TIMEOUT_S)
                 print(r["profile"])
             runs: dict[str, list[dict[str, Any]]] = {}
             for rep in range(args.reps):
                 order = ENGINES if rep % 2 == 0 else tuple(reversed(ENGINES))
+                log.mark()
+                r = run_listing_floor(endpoint, partitions)
+                r["requests"] = log.since_mark()
+                r["load_1m"] = os.getloadavg()[0]
+                runs.setdefault("server floor: listing only", []).append(r)
+                print(f"  rep {rep + 1} {'server floor: listing only':<36} {r['wall_s']:6.2f} s  {r['ways']}")
                 for how in ("in-process", "whole process"):
                     for dry in (True, False):
                         for engine in order:
@@ -254,6 +322,9 @@ def main() -> int:
             "files": rs[0]["files"],
         }
     targets = []
+    floor = summary["server floor: listing only"]["wall_s_median"]
+    peer_dry = summary["delta-rs in-process dry run"]["wall_s_median"]
+    floor_info = {"name": "server floor (listing only) / delta-rs in-process dry run", "value": floor / peer_dry}
     print()
     print(f"{'run':<40} {'wall s':>7} {'LIST':>5} {'HEAD':>5} {'GET':>5} {'PUT':>5} {'DELETE':>7} {'ratio':>6}")
     print("-" * 82)
@@ -273,9 +344,13 @@ def main() -> int:
                     f"{q.get('HEAD', 0):>5} {q.get('GET', 0):>5} {q.get('PUT', 0):>5} {q.get('DELETE', 0):>7} "
                     f"{shown:>6}"
                 )
+    q = summary["server floor: listing only"]["requests"]
+    # the LIST count is of both ways together; each way alone sends what delta-rs's listing sends
+    print(f"{'server floor: listing only, both ways':<40} {floor:>7.2f} {q.get('LIST', 0):>5}")
     print()
     for t in targets:
         print(f"{t['name']:<52} {t['value']:.2f} (<= {TARGET_RATIO}) {'PASS' if t['pass'] else 'FAIL'}")
+    print(f"{floor_info['name']:<52} {floor_info['value']:.2f} (info: no VACUUM here can go below it)")
     report = {
         "benchmark": "vacuum_s3",
         "machine": h.machine_info(("deltalake", "pyarrow", "s3fs", "moto")),
@@ -283,6 +358,7 @@ def main() -> int:
         "reps": args.reps,
         "runs": summary,
         "targets": targets,
+        "floor": floor_info,
     }
     if not args.no_write:
         h.write_results(RESULTS, report, started)

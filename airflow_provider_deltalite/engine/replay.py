@@ -55,13 +55,16 @@ def reconcile(
     checkpoint: CheckpointContent | None = None,
     partition_columns: list[str] | None = None,
     table_uri: str | None = None,
+    *,
+    prior: tuple[pa.Table, pa.Table] | None = None,
 ) -> tuple[pa.Table, pa.Table]:
     """Newest action per logical file wins: surviving adds are the live files, surviving removes the tombstones.
 
     ``adds``/``removes`` are the commit actions after the checkpoint, in replay order (``_seq``). The checkpoint's own
     actions are reconciled already (the protocol allows no two actions for one file in a checkpoint), so only the
     commits are grouped, and a checkpoint row survives unless a commit touches its file: the cost of reconciling
-    follows the commits, not the size of the table.
+    follows the commits, not the size of the table. ``prior`` (live files and tombstones of an earlier replay, whose
+    commits all precede ``adds``/``removes``) stands in for the checkpoint the same way: its rows are reconciled too.
     """
     add_keys = file_keys(adds.column("path"), adds.column("deletionVector"), normalize).cast(pa.string())
     remove_keys = file_keys(removes.column("path"), removes.column("deletionVector"), normalize).cast(pa.string())
@@ -71,7 +74,7 @@ def reconcile(
     winning = winners.column("s_max")
     live = adds.filter(pc.is_in(adds.column("_seq"), value_set=winning))
     tombstones = removes.filter(pc.is_in(removes.column("_seq"), value_set=winning))
-    if checkpoint is None:
+    if checkpoint is None and prior is None:
         return live, tombstones
     touched = contiguous(winners.column("k"))
 
@@ -80,13 +83,27 @@ def reconcile(
             return pa.nulls(len(paths), pa.bool_()).fill_null(False)
         return pc.is_in(file_keys(paths, dvs, normalize).cast(pa.string()), value_set=touched)
 
-    base_adds, base_removes = checkpoint_file_actions(
-        checkpoint, partition_columns or [], table_uri, superseded=superseded
-    )
+    if prior is not None:
+        base_adds, base_removes = (_surviving(rows, superseded) for rows in prior)
+    else:
+        assert checkpoint is not None
+        base_adds, base_removes = checkpoint_file_actions(
+            checkpoint, partition_columns or [], table_uri, superseded=superseded
+        )
     return (
         pa.concat_tables([base_adds, live], promote_options="permissive"),
         pa.concat_tables([base_removes, tombstones], promote_options="permissive"),
     )
+
+
+def _surviving(rows: pa.Table, superseded: Callable[[pa.Array, pa.Array], pa.Array]) -> pa.Table:
+    """The rows of an earlier replay no newer commit touches (the table itself when none is touched: no copy)."""
+    if not rows.num_rows:
+        return rows
+    gone = superseded(rows.column("path"), rows.column("deletionVector"))
+    if not pc.any(gone).as_py():
+        return rows
+    return rows.filter(pc.invert(gone))
 
 
 def latest_non_file_state(actions: Sequence[NonFileAction]) -> dict[str, Any]:

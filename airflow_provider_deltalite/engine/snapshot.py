@@ -25,7 +25,13 @@ from airflow_provider_deltalite.engine.errors import CheckpointUnreadable, Corru
 from airflow_provider_deltalite.engine.features import ProtocolView, ensure_readable
 from airflow_provider_deltalite.engine.history import commit_timestamp
 from airflow_provider_deltalite.engine.log_path import LogFileKind
-from airflow_provider_deltalite.engine.log_segment import LogSegment, build_log_segment, list_log, load_log_segment
+from airflow_provider_deltalite.engine.log_segment import (
+    LogFile,
+    LogSegment,
+    build_log_segment,
+    list_log,
+    load_log_segment,
+)
 from airflow_provider_deltalite.engine.partition_values import parse_partition_values
 from airflow_provider_deltalite.engine.properties import (
     TableProperties,
@@ -51,6 +57,8 @@ class TableState:
     live: pa.Table
     tombstones: pa.Table
     segment: LogSegment
+    # physical partition column names of every metaData replay met: the partition values parsed from file actions
+    partition_union: tuple[str, ...] = ()
 
 
 class Snapshot:
@@ -237,18 +245,24 @@ def _partition_physical_union(actions: Sequence[NonFileAction], table_uri: str |
     return list(names)
 
 
+def _read_commits(storage: Storage, commits: Sequence[LogFile]) -> list[tuple[int, bytes]]:
+    uri = storage.table_uri
+    try:
+        raw = storage.read_many([c.path for c in commits])
+    except FileNotFoundError:
+        raise CorruptLog("a commit file disappeared while reading the log", uri) from None
+    contents = [(c.version, clean_commit_bytes(d)) for c, d in zip(commits, raw, strict=True)]
+    empty = [c.version for c, (_, d) in zip(commits, contents, strict=True) if not d.strip()]
+    if empty:
+        raise CorruptLog(f"commit {empty[0]} is an empty file", uri)
+    return contents
+
+
 def replay_segment(storage: Storage, segment: LogSegment) -> TableState:
     """Read and reconcile every file of a segment into a TableState."""
     uri = storage.table_uri
     checkpoint = read_checkpoint(storage, segment.checkpoint) if segment.checkpoint else None
-    try:
-        raw = storage.read_many([c.path for c in segment.commits])
-    except FileNotFoundError:
-        raise CorruptLog("a commit file disappeared while reading the log", uri) from None
-    contents = [(c.version, clean_commit_bytes(d)) for c, d in zip(segment.commits, raw, strict=True)]
-    empty = [c.version for c, (_, d) in zip(segment.commits, contents, strict=True) if not d.strip()]
-    if empty:
-        raise CorruptLog(f"commit {empty[0]} is an empty file", uri)
+    contents = _read_commits(storage, segment.commits)
     non_file = (checkpoint.non_file if checkpoint else []) + find_non_file_actions(contents, uri)
     state = latest_non_file_state(non_file)
     if state["protocol"] is None:
@@ -269,6 +283,75 @@ def replay_segment(storage: Storage, segment: LogSegment) -> TableState:
         live=live,
         tombstones=tombstones,
         segment=segment,
+        partition_union=tuple(partition_columns),
+    )
+
+
+def advance_snapshot(snapshot: Snapshot, version: int) -> Snapshot | None:
+    """The snapshot at ``version``, built from ``snapshot`` and the commits after it, or None when it cannot be.
+
+    A transaction that checkpoints the version it committed needs that version's state. Replaying the log for it
+    would read the checkpoint, the whole table state, a second time in the operation; here only the commits after
+    ``snapshot`` are read, and reconciled onto its live files and tombstones as replay reconciles commits onto a
+    checkpoint (`reconcile`'s ``prior``), so the state is the one `load_snapshot` builds. None when a commit in
+    between changes the protocol or the metadata (the schema, partition columns and properties replay depends on),
+    or the commits up to ``version`` are not all in the log: the caller loads the snapshot then.
+
+    Example:
+        >>> advance_snapshot(snapshot_at_12, 13) or load_snapshot(storage, 13)  # doctest: +SKIP
+    """
+    state = snapshot._state
+    if version == state.version:
+        return snapshot
+    if version < state.version:
+        return None
+    storage = snapshot.storage
+    uri = storage.table_uri
+    listed = [f for f in list_log(storage, state.version + 1) if f.version <= version]
+    commits = [f for f in listed if f.parsed.kind is LogFileKind.COMMIT]
+    if [c.version for c in commits] != list(range(state.version + 1, version + 1)):
+        return None
+    try:
+        contents = _read_commits(storage, commits)
+    except CorruptLog:
+        return None  # the full load reports it
+    new_non_file = find_non_file_actions(contents, uri)
+    if any(a.name in (A.PROTOCOL, A.METADATA) for a in new_non_file):
+        return None
+    # the earlier state as actions before every new one, so the new ones fold onto it as replay folds them
+    base = [NonFileAction(state.version, -4, A.PROTOCOL, state.protocol)]
+    base.append(NonFileAction(state.version, -3, A.METADATA, state.metadata))
+    base += [NonFileAction(state.version, -2, A.TXN, txn) for txn in state.txn.values()]
+    base += [NonFileAction(state.version, -1, A.DOMAIN_METADATA, d) for d in state.domain_metadata.values()]
+    base += [NonFileAction(v, -5, A.COMMIT_INFO, info) for v, info in state.commit_infos.items()]
+    folded = latest_non_file_state(base + new_non_file)
+    partition_columns = list(state.partition_union)
+    adds, removes = parse_commit_file_actions(contents, partition_columns, uri)
+    live, tombstones = reconcile(
+        adds, removes, _path_normalizer(storage), None, partition_columns, uri, prior=(state.live, state.tombstones)
+    )
+    old = state.segment
+    segment = LogSegment(
+        version=version,
+        checkpoint=old.checkpoint,
+        commits=old.commits + tuple(commits),
+        older_checkpoints=old.older_checkpoints,
+        listing=old.listing + tuple(listed),
+    )
+    return Snapshot(
+        storage,
+        TableState(
+            version=version,
+            protocol=folded["protocol"],
+            metadata=folded["metaData"],
+            txn=folded["txn"],
+            domain_metadata=folded["domainMetadata"],
+            commit_infos=folded["commitInfo"],
+            live=live,
+            tombstones=tombstones,
+            segment=segment,
+            partition_union=state.partition_union,
+        ),
     )
 
 

@@ -71,7 +71,7 @@ from airflow_provider_deltalite.engine.row_tracking import (
     row_tracking_state,
     without_row_ids,
 )
-from airflow_provider_deltalite.engine.snapshot import Snapshot, load_snapshot
+from airflow_provider_deltalite.engine.snapshot import Snapshot, advance_snapshot, load_snapshot
 from airflow_provider_deltalite.engine.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -450,7 +450,8 @@ class Transaction:
         try:
             if not should_checkpoint(version, self.snapshot.properties):
                 return False
-            snapshot = load_snapshot(self.storage, version)
+            # the state at our commit from the snapshot we started on and the commits since: no second full replay
+            snapshot = advance_snapshot(self.snapshot, version) or load_snapshot(self.storage, version)
             write_checkpoint(snapshot)
         except (DeltaLiteError, OSError, ValueError, pa.ArrowException) as exc:
             log.warning("commit %s succeeded, but writing its checkpoint failed: %s", version, exc)
