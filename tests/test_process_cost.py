@@ -169,6 +169,18 @@ class ReadCounter:
         return {k: v for k, v in self.calls.items() if k[0] != "open_data_file"}
 
 
+def test_vacuum_from_a_local_inventory_imports_nothing_heavy(tmp_path: Path) -> None:
+    from tests.maintenance.test_vacuum_inventory import _inventory_rows, _table, _write
+
+    path = _table(tmp_path / "t")  # two removed files and an orphan, 30 days old
+    csv = _write(_inventory_rows(path), tmp_path / "inventory.csv")
+    doc, report = run_command("vacuum", "--json", "--dry-run", str(path), "--inventory", str(csv))
+    assert (report["code"], report["heavy"]) == (0, [])
+    # delta-rs also deletes the hidden p=a/.hidden.crc, which the reference keeps
+    expected = set(deltalake.DeltaTable(str(path)).vacuum(dry_run=True, full=True)) - {"p=a/.hidden.crc"}
+    assert {f["path"] for f in doc["filesToDelete"]} == expected and len(expected) == 3
+
+
 def test_one_optimize_loads_the_snapshot_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
     table = tmp_path / "t"
     write_table(table, 13, checkpoint_at=10)  # versions 0-12, a checkpoint at 10

@@ -74,12 +74,15 @@ def _guess_format(source: str) -> str:
 
 
 def _read_bytes(storage: Storage, source: str) -> bytes:
-    """The file's bytes: through the table's filesystem when the URI is of its store (same options), else fsspec."""
+    """The file's bytes: a local file directly; through the table's filesystem when the URI is of its store (same
+    options), else fsspec."""
+    scheme = source.split("://", 1)[0] if "://" in source else "file"
+    if scheme == "file":  # the local backend imports no filesystem library; neither does reading its inventory
+        with open(source.removeprefix("file://"), "rb") as fh:
+            return fh.read()
     import fsspec
 
-    protocols = storage.fs.protocol if isinstance(storage.fs.protocol, tuple) else (storage.fs.protocol,)
-    scheme = source.split("://", 1)[0] if "://" in source else "file"
-    if scheme in protocols:
+    if scheme in storage.protocols:
         with storage.fs.open(storage.fs._strip_protocol(source), "rb") as fh:
             return fh.read()
     with fsspec.open(source, "rb") as fh:
@@ -262,10 +265,9 @@ def _iso_ms(value: str | None) -> int:
 def root_prefixes(storage: Storage) -> list[str]:
     """The spellings an inventory may use for paths under the table root (with the trailing ``/``)."""
     root = storage.root.rstrip("/")
-    protocols = storage.fs.protocol if isinstance(storage.fs.protocol, tuple) else (storage.fs.protocol,)
     if storage.native_files:
         return [f"{root}/", f"file://{root}/", f"file:{root}/"]
-    return [f"{p}://{root}/" for p in protocols]
+    return [f"{p}://{root}/" for p in storage.protocols]
 
 
 def to_listing(inventory: pa.Table, storage: Storage, rule: HiddenRule) -> tuple[list[ListedDir], int]:
