@@ -273,17 +273,24 @@ def replay_segment(storage: Storage, segment: LogSegment) -> TableState:
     partition_columns = _partition_physical_union(non_file, uri)
     adds, removes = parse_commit_file_actions(contents, partition_columns, uri)
     live, tombstones = reconcile(adds, removes, _path_normalizer(storage), checkpoint, partition_columns, uri)
+    return _table_state(state, live, tombstones, segment, tuple(partition_columns))
+
+
+def _table_state(
+    folded: dict[str, Any], live: pa.Table, tombstones: pa.Table, segment: LogSegment, partition_union: tuple[str, ...]
+) -> TableState:
+    """A TableState from `latest_non_file_state`'s folded actions and the reconciled file actions."""
     return TableState(
         version=segment.version,
-        protocol=state["protocol"],
-        metadata=state["metaData"],
-        txn=state["txn"],
-        domain_metadata=state["domainMetadata"],
-        commit_infos=state["commitInfo"],
+        protocol=folded["protocol"],
+        metadata=folded["metaData"],
+        txn=folded["txn"],
+        domain_metadata=folded["domainMetadata"],
+        commit_infos=folded["commitInfo"],
         live=live,
         tombstones=tombstones,
         segment=segment,
-        partition_union=tuple(partition_columns),
+        partition_union=partition_union,
     )
 
 
@@ -338,21 +345,7 @@ def advance_snapshot(snapshot: Snapshot, version: int) -> Snapshot | None:
         older_checkpoints=old.older_checkpoints,
         listing=old.listing + tuple(listed),
     )
-    return Snapshot(
-        storage,
-        TableState(
-            version=version,
-            protocol=folded["protocol"],
-            metadata=folded["metaData"],
-            txn=folded["txn"],
-            domain_metadata=folded["domainMetadata"],
-            commit_infos=folded["commitInfo"],
-            live=live,
-            tombstones=tombstones,
-            segment=segment,
-            partition_union=state.partition_union,
-        ),
-    )
+    return Snapshot(storage, _table_state(folded, live, tombstones, segment, state.partition_union))
 
 
 def _path_normalizer(storage: Storage):
