@@ -18,7 +18,7 @@ from airflow_provider_deltalite.engine.snapshot import Snapshot, advance_snapsho
 from airflow_provider_deltalite.engine.storage.table_storage import Storage
 from airflow_provider_deltalite.maintenance.optimize import optimize
 from airflow_provider_deltalite.table import DeltaTable
-from tests.conformance.corpus import corpus_tables
+from tests.conformance.corpus import corpus_tables, deltars_paths, normalise_path
 from tests.helpers import CORPUS, copy_table
 from tests.test_process_cost import ReadCounter, write_table
 
@@ -47,7 +47,8 @@ def _state(snapshot: Snapshot) -> dict[str, Any]:
 
 def test_advancing_corpus_tables_gives_the_state_a_fresh_replay_gives() -> None:
     """Every readable corpus table with commits after its newest checkpoint, from up to three earlier versions on the
-    same checkpoint to the latest: the advanced state equals the replayed one, file by file and action by action."""
+    same checkpoint to the latest: the advanced state equals the replayed one, file by file and action by action, and
+    its live files are delta-rs's wherever delta-rs opens the table."""
     outcome: Counter[str] = Counter()
     features: set[str] = set()
     for entry in corpus_tables():
@@ -68,13 +69,19 @@ def test_advancing_corpus_tables_gives_the_state_a_fresh_replay_gives() -> None:
                 continue
             assert _state(advanced) == _state(latest), (entry.name, version)
             outcome["advanced"] += 1
+            # and, where delta-rs opens the table, the live files are the ones it reads: an oracle that is not ours
+            theirs = deltars_paths(entry.path)
+            if theirs is not None:
+                ours = {normalise_path(p, entry.path) for p in advanced.raw_files.column("path").to_pylist()}
+                assert ours == theirs, (entry.name, version)
+                outcome["live files as delta-rs reads them"] += 1
             features |= set(latest.protocol.writer_features)
             features |= (
                 {"dv"} if any(r is not None for r in latest.raw_files.column("deletionVector").to_pylist()) else set()
             )
             features |= {"tombstones"} if latest.tombstones.num_rows else set()
             features |= {"txn"} if latest.app_transactions else set()
-    assert outcome == {"advanced": 222, "metadata or protocol changed": 38}
+    assert outcome == {"advanced": 222, "live files as delta-rs reads them": 222, "metadata or protocol changed": 38}
     # the comparisons cover the state that is easy to get wrong: deletion vectors, tombstones, app transactions,
     # column mapping, in-commit timestamps (domain metadata and row tracking: the next test)
     assert features == {
