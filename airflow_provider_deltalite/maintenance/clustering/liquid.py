@@ -54,11 +54,7 @@ from airflow_provider_deltalite.maintenance.clustering.runs import (
 from airflow_provider_deltalite.maintenance.clustering.shuffle import cluster_tasks
 from airflow_provider_deltalite.maintenance.executor import Executor
 from airflow_provider_deltalite.maintenance.optimize_stats import OptimizeStats, clustering_run_stats, size_metrics
-from airflow_provider_deltalite.maintenance.options import (
-    DEFAULT_NUM_RANGES,
-    DEFAULT_RUN_BYTES,
-    OptimizeOptions,
-)
+from airflow_provider_deltalite.maintenance.options import DEFAULT_NUM_RANGES, DEFAULT_RUN_BYTES, OptimizeOptions
 from airflow_provider_deltalite.maintenance.rewrites import (
     OptimizeProgress,
     commit_rewrite,
