@@ -243,6 +243,11 @@ def verify_child(path: str, version: int, rows: int, codec: str) -> dict[str, An
     return {"ok": ok, "version": table.version(), "rows": count, "files": len(uris), "codecs": codecs}
 
 
+def floor_output(table: Path) -> Path:
+    """Where the pyarrow floor writes its files: beside the table copy (``bench_optimize`` empties it first)."""
+    return table.parent / "floor-out"
+
+
 def optimize_argv(engine: str, codec: str, path: Path) -> list[str]:
     if engine == "deltalite":
         return [
@@ -262,10 +267,7 @@ def optimize_argv(engine: str, codec: str, path: Path) -> list[str]:
             codec,
         ]
     if engine == "pyarrow":
-        out = path.parent / "floor-out"
-        shutil.rmtree(out, ignore_errors=True)
-        out.mkdir()
-        return [sys.executable, "-c", PYARROW_FLOOR, str(path), codec, str(out), str(TASKS)]
+        return [sys.executable, "-c", PYARROW_FLOOR, str(path), codec, str(floor_output(path)), str(TASKS)]
     return [sys.executable, "-c", DELTARS_OPTIMIZE, str(path), codec, str(TARGET_SIZE), str(TASKS)]
 
 
@@ -277,6 +279,9 @@ def bench_optimize(label: str, pristine: Path, info: dict[str, Any], reps: int) 
         for config in h.rotated(configs, rep):
             engine, codec = config.rsplit("-", 1)
             table = linked_copy(pristine, WORK / "table")
+            if engine == "pyarrow":
+                shutil.rmtree(floor_output(table), ignore_errors=True)
+                floor_output(table).mkdir()
             r = run_process(optimize_argv(engine, codec, table), child_env())
             if "error" not in r and engine == "pyarrow":
                 if r["doc"]["rows"] != info["rows"]:
