@@ -161,14 +161,17 @@ print(json.dumps(out))
 """
 
 
-def run_listing_floor(endpoint: str, partitions: list[str]) -> dict[str, Any]:
-    """The moto server's time to answer the listings a full VACUUM needs, and nothing else (see the docstring)."""
+def run_listing_floor(endpoint: str, partitions: list[str], objects: int) -> dict[str, Any]:
+    """The moto server's time to answer the listings a full VACUUM needs, and nothing else (see the docstring); both
+    ways must have listed all ``objects`` keys of the table, or the floor would flatter."""
     port = endpoint.rsplit(":", 1)[1]
     cmd = [sys.executable, "-c", LISTING_FLOOR, port, BUCKET, PREFIX, json.dumps(partitions)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
     if proc.returncode != 0:
         raise SystemExit(f"listing floor failed: {proc.stderr.strip().splitlines()[-1:]}")
     ways = json.loads(proc.stdout)
+    if any(way["keys"] != objects for way in ways.values()):
+        raise SystemExit(f"listing floor saw {ways}, not {objects} keys each way")
     best = min(ways, key=lambda way: ways[way]["wall_s"])
     return {"wall_s": ways[best]["wall_s"], "files": None, "best": best, "ways": ways}
 
@@ -286,7 +289,7 @@ def main() -> int:
             for rep in range(args.reps):
                 order = ENGINES if rep % 2 == 0 else tuple(reversed(ENGINES))
                 log.mark()
-                r = run_listing_floor(endpoint, partitions)
+                r = run_listing_floor(endpoint, partitions, len(objects))
                 r["requests"] = log.since_mark()
                 r["load_1m"] = os.getloadavg()[0]
                 runs.setdefault("server floor: listing only", []).append(r)
