@@ -44,8 +44,9 @@ def _run_rewrite(args: argparse.Namespace, operation: str) -> OptimizeStats:
         writer = WriterOptions(compression=args.compression) if args.compression is not None else None
     except ValueError as exc:
         raise InvalidArgument(str(exc), table.uri) from None
-    # a missing table or bad protocol fails before a Spark session is started; the operation plans from this snapshot
-    snapshot = table.snapshot()
+    # a missing table or bad protocol fails before a Spark session is started; the operation plans from this snapshot,
+    # which holds only the partitions `--where` selects
+    snapshot = table.planning_snapshot(None, where=options.where)
     show_progress = not args.json and sys.stderr.isatty()
     executor = make_executor(args)
     progress = progress_bar if show_progress else None

@@ -82,6 +82,14 @@ def _map_lookup_many(column: pa.MapArray, keys: list[str]) -> list[pa.Array]:
     start, stop = int(offsets[0]), int(offsets[-1])
     entry_keys = column.keys.slice(start, stop - start)
     entry_values = column.items.slice(start, stop - start)
+    if (
+        len(keys) == 1
+        and stop - start == n
+        and column.null_count == 0
+        and (lengths == 1).all()
+        and pc.all(pc.equal(entry_keys, pa.scalar(keys[0], entry_keys.type))).as_py()
+    ):
+        return [entry_values]  # one partition column, one entry per map: the entries are the values
     owner = np.repeat(np.arange(n, dtype=np.int64), lengths)
     # a null map may still have entries underneath; they are not its values
     live_entry = np.repeat(column.is_valid().to_numpy(zero_copy_only=False), lengths)

@@ -34,6 +34,7 @@ from airflow_provider_deltalite.engine.arrow_util import contiguous
 from airflow_provider_deltalite.engine.checkpoint_file import write_or_reuse
 from airflow_provider_deltalite.engine.conform import delta_schema_to_arrow
 from airflow_provider_deltalite.engine.crash_points import crash_point
+from airflow_provider_deltalite.engine.errors import TransactionError
 from airflow_provider_deltalite.engine.last_checkpoint import read_last_checkpoint_hint, write_last_checkpoint
 from airflow_provider_deltalite.engine.log_path import LOG_DIR, SIDECAR_DIR, version_prefix
 from airflow_provider_deltalite.engine.log_segment import complete_checkpoints, list_log
@@ -370,6 +371,11 @@ def write_checkpoint(snapshot: Snapshot, *, now_ms: int | None = None) -> Checkp
             ``delta.checkpoint.writeStatsAs*`` does not parse; nothing is written then.
         StorageError: a write failed.
     """
+    if snapshot.pruned_by is not None:
+        # the checkpoint would list only those partitions' files, and every reader would lose the others
+        raise TransactionError(
+            f"a snapshot loaded for the partitions of {snapshot.pruned_by!r} cannot be checkpointed", snapshot.table_uri
+        )
     now_ms = int(time.time() * 1000) if now_ms is None else int(now_ms)
     options = _options(snapshot, now_ms)  # every property is checked before the first byte is written
     storage = snapshot.storage

@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 
 from airflow_provider_deltalite.engine import actions as A
 from airflow_provider_deltalite.engine.arrow_util import contiguous
-from airflow_provider_deltalite.engine.checkpoint_reader import CheckpointContent, checkpoint_file_actions
+from airflow_provider_deltalite.engine.checkpoint_reader import CheckpointContent, Superseded, checkpoint_file_actions
 from airflow_provider_deltalite.engine.commit_file import NonFileAction
 
 
@@ -57,6 +57,7 @@ def reconcile(
     table_uri: str | None = None,
     *,
     prior: tuple[pa.Table, pa.Table] | None = None,
+    base_rows: Callable[[Superseded], tuple[pa.Table, pa.Table]] | None = None,
 ) -> tuple[pa.Table, pa.Table]:
     """Newest action per logical file wins: surviving adds are the live files, surviving removes the tombstones.
 
@@ -65,6 +66,9 @@ def reconcile(
     commits are grouped, and a checkpoint row survives unless a commit touches its file: the cost of reconciling
     follows the commits, not the size of the table. ``prior`` (live files and tombstones of an earlier replay, whose
     commits all precede ``adds``/``removes``) stands in for the checkpoint the same way: its rows are reconciled too.
+    ``base_rows(superseded)`` is a third stand-in: it returns the checkpoint rows it keeps (a partition-pruned read)
+    without those ``superseded`` marks. The keys of every commit action count, whatever its partition, so a file a
+    later commit removed is never resurrected by a pruned read.
     """
     add_keys = file_keys(adds.column("path"), adds.column("deletionVector"), normalize).cast(pa.string())
     remove_keys = file_keys(removes.column("path"), removes.column("deletionVector"), normalize).cast(pa.string())
@@ -74,7 +78,7 @@ def reconcile(
     winning = winners.column("s_max")
     live = adds.filter(pc.is_in(adds.column("_seq"), value_set=winning))
     tombstones = removes.filter(pc.is_in(removes.column("_seq"), value_set=winning))
-    if checkpoint is None and prior is None:
+    if checkpoint is None and prior is None and base_rows is None:
         return live, tombstones
     touched = contiguous(winners.column("k"))
 
@@ -85,6 +89,8 @@ def reconcile(
 
     if prior is not None:
         base_adds, base_removes = (_surviving(rows, superseded) for rows in prior)
+    elif base_rows is not None:
+        base_adds, base_removes = base_rows(superseded)
     else:
         assert checkpoint is not None
         base_adds, base_removes = checkpoint_file_actions(

@@ -13,10 +13,12 @@ import pyarrow.compute as pc
 from airflow_provider_deltalite.engine import actions as A
 from airflow_provider_deltalite.engine.arrow_util import contiguous
 from airflow_provider_deltalite.engine.checkpoint_reader import read_checkpoint
+from airflow_provider_deltalite.engine.checkpoint_stream import open_checkpoint, pruned_checkpoint_file_actions
 from airflow_provider_deltalite.engine.column_mapping import column_mapping_mode, physical_name
 from airflow_provider_deltalite.engine.commit_file import (
     NonFileAction,
     clean_commit_bytes,
+    empty_file_actions,
     find_non_file_actions,
     parse_commit_file_actions,
 )
@@ -32,6 +34,7 @@ from airflow_provider_deltalite.engine.log_segment import (
     list_log,
     load_log_segment,
 )
+from airflow_provider_deltalite.engine.partition_filter import BoundPartitionFilter, PartitionFilter
 from airflow_provider_deltalite.engine.partition_values import parse_partition_values
 from airflow_provider_deltalite.engine.properties import (
     TableProperties,
@@ -59,6 +62,8 @@ class TableState:
     segment: LogSegment
     # physical partition column names of every metaData replay met: the partition values parsed from file actions
     partition_union: tuple[str, ...] = ()
+    # the partition predicate replay kept files by (None: every live file and tombstone of the table)
+    pruned_by: str | None = None
 
 
 class Snapshot:
@@ -98,6 +103,16 @@ class Snapshot:
     def storage(self) -> Storage:
         """The storage of the table this snapshot belongs to."""
         return self._storage
+
+    @property
+    def pruned_by(self) -> str | None:
+        """The partition predicate this snapshot was loaded with, or None for the whole table.
+
+        A pruned snapshot holds only the live files (and tombstones) of the partitions the predicate may select:
+        enough to plan and commit a rewrite of those partitions, never to checkpoint the table or to decide what
+        VACUUM may delete.
+        """
+        return self._state.pruned_by
 
     @property
     def segment(self) -> LogSegment:
@@ -258,26 +273,81 @@ def _read_commits(storage: Storage, commits: Sequence[LogFile]) -> list[tuple[in
     return contents
 
 
-def replay_segment(storage: Storage, segment: LogSegment) -> TableState:
-    """Read and reconcile every file of a segment into a TableState."""
-    uri = storage.table_uri
-    checkpoint = read_checkpoint(storage, segment.checkpoint) if segment.checkpoint else None
-    contents = _read_commits(storage, segment.commits)
-    non_file = (checkpoint.non_file if checkpoint else []) + find_non_file_actions(contents, uri)
+def _fold_non_file(non_file: list[NonFileAction], segment: LogSegment, uri: str) -> dict[str, Any]:
+    """The latest protocol, metaData, txns, domains and commitInfos; refuses a log without a protocol or metaData
+    and a protocol this engine cannot read."""
     state = latest_non_file_state(non_file)
     if state["protocol"] is None:
         raise CorruptLog(f"no protocol action found up to version {segment.version}", uri)
     ensure_readable(ProtocolView.from_action(state["protocol"], uri), uri)
     if state["metaData"] is None:
         raise CorruptLog(f"no metaData action found up to version {segment.version}", uri)
+    return state
+
+
+def replay_segment(
+    storage: Storage, segment: LogSegment, partition_filter: PartitionFilter | None = None
+) -> TableState:
+    """Read and reconcile every file of a segment into a TableState (only the partitions ``partition_filter``
+    selects, when given)."""
+    if partition_filter is not None:
+        return _replay_pruned(storage, segment, partition_filter)
+    uri = storage.table_uri
+    checkpoint = read_checkpoint(storage, segment.checkpoint) if segment.checkpoint else None
+    contents = _read_commits(storage, segment.commits)
+    non_file = (checkpoint.non_file if checkpoint else []) + find_non_file_actions(contents, uri)
+    state = _fold_non_file(non_file, segment, uri)
     partition_columns = _partition_physical_union(non_file, uri)
     adds, removes = parse_commit_file_actions(contents, partition_columns, uri)
     live, tombstones = reconcile(adds, removes, _path_normalizer(storage), checkpoint, partition_columns, uri)
     return _table_state(state, live, tombstones, segment, tuple(partition_columns))
 
 
+def _replay_pruned(storage: Storage, segment: LogSegment, partition_filter: PartitionFilter) -> TableState:
+    """Replay keeping only the files of the partitions the filter selects (`checkpoint_stream`).
+
+    The commits after the checkpoint are parsed whole and reconciled as in a full replay (their keys decide what the
+    checkpoint's rows lose), and only the result is cut to the selected partitions; the checkpoint is read part by
+    part, its rows of other partitions dropped before they are conformed.
+    """
+    uri = storage.table_uri
+    sources = open_checkpoint(storage, segment.checkpoint) if segment.checkpoint else None
+    contents = _read_commits(storage, segment.commits)
+    non_file = (sources.non_file if sources else []) + find_non_file_actions(contents, uri)
+    state = _fold_non_file(non_file, segment, uri)
+    keep = partition_filter.bind(state["metaData"], uri)
+    partition_columns = _partition_physical_union(non_file, uri)
+    adds, removes = parse_commit_file_actions(contents, partition_columns, uri)
+
+    def base_rows(superseded):
+        if sources is None:
+            return empty_file_actions(partition_columns)
+        return pruned_checkpoint_file_actions(storage, sources, partition_columns, keep, superseded)
+
+    live, tombstones = reconcile(
+        adds, removes, _path_normalizer(storage), None, partition_columns, uri, base_rows=base_rows
+    )
+    live = _in_partitions(live, keep)
+    tombstones = _in_partitions(tombstones, keep)
+    return _table_state(
+        state, live, tombstones, segment, tuple(partition_columns), pruned_by=partition_filter.predicate
+    )
+
+
+def _in_partitions(rows: pa.Table, keep: BoundPartitionFilter) -> pa.Table:
+    if not rows.num_rows:
+        return rows
+    mask = keep.mask_struct(rows.column("partitionValues"))
+    return rows if mask.all() else rows.filter(pa.array(mask))
+
+
 def _table_state(
-    folded: dict[str, Any], live: pa.Table, tombstones: pa.Table, segment: LogSegment, partition_union: tuple[str, ...]
+    folded: dict[str, Any],
+    live: pa.Table,
+    tombstones: pa.Table,
+    segment: LogSegment,
+    partition_union: tuple[str, ...],
+    pruned_by: str | None = None,
 ) -> TableState:
     """A TableState from `latest_non_file_state`'s folded actions and the reconciled file actions."""
     return TableState(
@@ -291,6 +361,7 @@ def _table_state(
         tombstones=tombstones,
         segment=segment,
         partition_union=partition_union,
+        pruned_by=pruned_by,
     )
 
 
@@ -308,6 +379,8 @@ def advance_snapshot(snapshot: Snapshot, version: int) -> Snapshot | None:
         >>> advance_snapshot(snapshot_at_12, 13) or load_snapshot(storage, 13)  # doctest: +SKIP
     """
     state = snapshot._state
+    if state.pruned_by is not None:
+        return None  # a checkpoint needs every live file; a pruned snapshot has some
     if version == state.version:
         return snapshot
     if version < state.version:
@@ -363,14 +436,23 @@ def _path_normalizer(storage: Storage):
     return normalize
 
 
-def load_snapshot(storage: Storage, version: int | None = None) -> Snapshot:
-    """Build the snapshot of ``version`` (None: latest), falling back to older checkpoints when one is unreadable."""
+def load_snapshot(
+    storage: Storage, version: int | None = None, *, partition_filter: PartitionFilter | None = None
+) -> Snapshot:
+    """Build the snapshot of ``version`` (None: latest), falling back to older checkpoints when one is unreadable.
+
+    With ``partition_filter`` only the files of the partitions it may select are kept (`Snapshot.pruned_by`): memory
+    and time then follow those partitions, not the table.
+
+    Raises:
+        InvalidExpression: the filter's predicate does not parse or names a column it may not.
+    """
     segment = load_log_segment(storage, version)
     bad: set[int] = set()
     reason = ""
     while True:
         try:
-            return Snapshot(storage, replay_segment(storage, segment))
+            return Snapshot(storage, replay_segment(storage, segment, partition_filter))
         except CheckpointUnreadable as unreadable:
             if segment.checkpoint is None or segment.checkpoint.version in bad:
                 raise
@@ -400,4 +482,4 @@ def json_default(value: Any) -> Any:
     return str(value)
 
 
-__all__ = ["Snapshot", "TableState", "json_default", "load_snapshot"]
+__all__ = ["PartitionFilter", "Snapshot", "TableState", "json_default", "load_snapshot"]

@@ -10,10 +10,12 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from airflow_provider_deltalite.engine.errors import InvalidArgument, VersionNotFound, redact_uri
+from airflow_provider_deltalite.engine.errors import DeltaLiteError, InvalidArgument, VersionNotFound, redact_uri
 from airflow_provider_deltalite.engine.history import history_entries, in_commit_timestamps_enabled, read_commit_info
 from airflow_provider_deltalite.engine.log_path import LogFileKind
 from airflow_provider_deltalite.engine.log_segment import earliest_version, list_log, load_log_segment
+from airflow_provider_deltalite.engine.partition_filter import PartitionFilter
+from airflow_provider_deltalite.engine.row_tracking import row_tracking_state
 from airflow_provider_deltalite.engine.snapshot import Snapshot, load_snapshot
 from airflow_provider_deltalite.engine.storage import Storage
 from airflow_provider_deltalite.engine.transaction import Transaction, start_transaction
@@ -66,19 +68,37 @@ class Table:
         self.storage = Storage(uri, storage_options, filesystem=filesystem)
         self.uri = self.storage.table_uri
 
-    def planning_snapshot(self, snapshot: Snapshot | None) -> Snapshot:
+    def planning_snapshot(self, snapshot: Snapshot | None, where: str | None = None) -> Snapshot:
         """The snapshot an operation plans from: the caller's, when it has loaded one already (one log replay per
-        operation, e.g. the CLI's preflight load), or the latest.
+        operation, e.g. the CLI's preflight load), or the latest; with ``where`` (a predicate on partition columns)
+        only the files of the partitions it selects (`snapshot_for_partitions`).
 
         Raises:
             InvalidArgument: ``snapshot`` is of another table.
+            InvalidExpression: ``where`` does not parse or names a column that is not a partition column.
         """
         if snapshot is None:
-            return self.snapshot()
+            return self.snapshot_for_partitions(where) if where else self.snapshot()
         if snapshot.table_uri != self.uri:
             shown = redact_uri(snapshot.table_uri)
             raise InvalidArgument(f"the snapshot passed is of another table ({shown})", self.uri)
         return snapshot
+
+    def snapshot_for_partitions(self, where: str, version: int | None = None) -> Snapshot:
+        """The table with only the live files of the partitions ``where`` may select (`Snapshot.pruned_by`).
+
+        What a rewrite of those partitions needs, in memory that follows them rather than the table. On a table that
+        assigns row ids the whole table is loaded: fresh row ids are checked against every live file's.
+
+        Raises:
+            InvalidExpression: ``where`` does not parse or names a column that is not a partition column.
+        """
+        snapshot = load_snapshot(self.storage, version, partition_filter=PartitionFilter(where))
+        try:
+            whole = row_tracking_state(snapshot).assigns_row_ids
+        except DeltaLiteError:
+            whole = True  # the operation reports a broken row-tracking state, from the whole table
+        return load_snapshot(self.storage, snapshot.version) if whole else snapshot
 
     def snapshot(self, version: int | None = None, timestamp: datetime | int | str | None = None) -> Snapshot:
         """The table at ``version``, at the newest version committed at or before ``timestamp``, or the latest.

@@ -12,15 +12,10 @@ from airflow_provider_deltalite.engine.crash_points import crash_point
 from airflow_provider_deltalite.engine.errors import (
     ConcurrentModification,
     DeltaLiteError,
-    InvalidExpression,
 )
-from airflow_provider_deltalite.engine.expressions import (
-    bind,
-    expression_columns,
-    may_match_partitions,
-    parse_expression,
-)
+from airflow_provider_deltalite.engine.expressions import may_match_partitions
 from airflow_provider_deltalite.engine.file_actions import dv_key
+from airflow_provider_deltalite.engine.partition_filter import bind_partition_predicate
 from airflow_provider_deltalite.engine.properties import TARGET_FILE_SIZE
 from airflow_provider_deltalite.engine.rewrite import (
     RewriteResult,
@@ -84,18 +79,7 @@ def considered_files(snapshot: Snapshot, where: str | None) -> list[int]:
     n = snapshot.num_files
     if not where:
         return list(range(n))
-    uri = snapshot.table_uri
-    try:
-        expr = bind(parse_expression(where), snapshot.arrow_schema)
-    except InvalidExpression as exc:
-        raise InvalidExpression(exc.problem, uri) from None
-    others = sorted(expression_columns(expr) - set(snapshot.partition_columns))
-    if others:
-        partitions = ", ".join(snapshot.partition_columns) or "none"
-        raise InvalidExpression(
-            f"where may only reference partition columns; '{others[0]}' is not one (partition columns: {partitions})",
-            uri,
-        )
+    expr = bind_partition_predicate(where, snapshot.arrow_schema, snapshot.partition_columns, snapshot.table_uri)
     mask = may_match_partitions(expr, snapshot.partition_values).to_pylist()
     return [i for i, keep in enumerate(mask) if keep]
 
@@ -128,7 +112,7 @@ def commit_rewrite(
         try:
             return txn.commit("OPTIMIZE", parameters, metrics).version
         except ConcurrentModification as exc:
-            latest = table.snapshot()
+            latest = table.planning_snapshot(None, where=snapshot.pruned_by)
             if rebase == MAX_REBASES or not _still_applicable(snapshot, latest, removes):
                 raise left_for_vacuum(exc, results, "the commit failed") from None
             log.info("OPTIMIZE retries on version %s after a concurrent commit: %s", latest.version, exc.problem)

@@ -1,0 +1,307 @@
+"""Reading a checkpoint part by part, keeping only the file actions of the partitions a filter selects.
+
+`checkpoint_reader.read_checkpoint` holds every file of a checkpoint in memory and conforms every row: right for a
+whole-table snapshot, and the cost of planning one partition of a table of millions of files. Here each Parquet
+file (a classic checkpoint, a part of a multi-part one, a V2 sidecar) is opened for random access and read in two
+passes:
+
+1. the partition values of ``add`` and ``remove`` only, one row group at a time, evaluated against the filter;
+2. for the row groups where a row survives, the columns replay needs, in batches, each cut to the surviving rows
+   before it is conformed (and before any statistics are parsed, which happens later and only for kept files).
+
+Peak memory is one row group's partition values plus one batch of the other columns, whatever the table's size.
+Parts and sidecars are read in parallel. The non-file actions (protocol, metaData, txn, domains, sidecars) are read
+first, from their own columns, since binding the filter needs the latest metaData.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from airflow_provider_deltalite.engine import actions as A
+from airflow_provider_deltalite.engine.arrow_util import contiguous
+from airflow_provider_deltalite.engine.checkpoint_reader import (
+    Superseded,
+    _checkpoint_projection,
+    _file_actions_from_checkpoint_table,
+    _map_lookup_many,
+    _non_file_from_checkpoint_table,
+)
+from airflow_provider_deltalite.engine.commit_file import (
+    NonFileAction,
+    clean_commit_bytes,
+    empty_file_actions,
+    find_non_file_actions,
+    parse_commit_file_actions,
+)
+from airflow_provider_deltalite.engine.errors import CheckpointUnreadable, CorruptLog
+from airflow_provider_deltalite.engine.log_path import LOG_DIR, SIDECAR_DIR
+from airflow_provider_deltalite.engine.log_segment import CheckpointRef
+from airflow_provider_deltalite.engine.partition_filter import BoundPartitionFilter
+from airflow_provider_deltalite.engine.storage import Storage
+
+# Rows decoded at once in the second pass: a batch of paths and JSON stats of this many files is a few MB.
+BATCH_ROWS = 32_768
+# How much of a column chunk is read from storage at a time (pyarrow's buffered stream), so a checkpoint's
+# row group of a million rows is never held compressed in memory as a whole.
+READ_BUFFER = 1 << 20
+# Files of one checkpoint read at once (parts of a multi-part checkpoint, V2 sidecars).
+PARALLEL_FILES = 4
+# Each file's rows take sequence numbers from their own range, so parallel reads need no coordination; a
+# Parquet file of a checkpoint holds far fewer than 2**34 rows.
+_SEQ_BASE = -(1 << 50)
+_SEQ_STRIDE = 1 << 34
+
+_NON_FILE = (A.PROTOCOL, A.METADATA, A.TXN, A.DOMAIN_METADATA, A.CHECKPOINT_METADATA, A.SIDECAR)
+
+
+@dataclass
+class CheckpointSources:
+    """A checkpoint opened for pruned reading: its non-file actions, and where its file actions are."""
+
+    version: int
+    non_file: list[NonFileAction]
+    parquet_paths: list[str]  # relative to the table root: parts and sidecars
+    json_parts: list[bytes]
+
+
+def open_checkpoint(storage: Storage, ref: CheckpointRef) -> CheckpointSources:
+    """Read a checkpoint's non-file actions (from their own columns) and find the files that hold its file actions.
+
+    Raises:
+        CheckpointUnreadable: a file is missing or is not a readable checkpoint file (naming it).
+        CorruptLog: the checkpoint has no protocol or metaData action.
+    """
+    non_file: list[NonFileAction] = []
+    parquet: list[str] = []
+    json_parts: list[bytes] = []
+    for f in ref.files:
+        if f.parsed.file_format == "json":
+            data = clean_commit_bytes(_read_or_unreadable(storage, f.path, ref.version))
+            json_parts.append(data)
+            non_file.extend(find_non_file_actions([(ref.version, data)], storage.table_uri, order_base=-1_000_000_000))
+            continue
+        parquet.append(f.path)
+        with _reading(storage, f.path, ref.version) as pf:
+            non_file.extend(_non_file_from_checkpoint_table(_non_file_rows(pf), ref.version))
+    for sidecar in (a.value for a in non_file if a.name == A.SIDECAR):
+        path = str(sidecar.get("path", ""))
+        parquet.append(path if "/" in path else f"{LOG_DIR}/{SIDECAR_DIR}/{path}")
+    if not any(a.name == A.PROTOCOL for a in non_file) or not any(a.name == A.METADATA for a in non_file):
+        raise CorruptLog(f"checkpoint {ref.version} has no protocol or metaData action", storage.table_uri)
+    return CheckpointSources(ref.version, non_file, parquet, json_parts)
+
+
+def _non_file_rows(pf: pq.ParquetFile) -> pa.Table:
+    """The rows of a checkpoint file that hold non-file actions, in file order (the other rows' columns null).
+
+    Decoding a nested column such as ``metaData`` for a million null rows costs a third of a second; its leading
+    leaf alone costs a few ms and carries the struct's validity (definition levels). So one leaf per action finds
+    the rows that hold one, and the whole columns are decoded only up to the last of them: writers put protocol
+    and metaData first, so that is usually the first batch.
+    """
+    schema = pf.schema_arrow
+    columns = [c for c in _NON_FILE if c in schema.names and pa.types.is_struct(schema.field(c).type)]
+    others = [c for c in _NON_FILE if c in schema.names and c not in columns]
+    if not columns:
+        return pf.read(columns=others)
+    probe = pf.read(columns=[f"{c}.{schema.field(c).type.field(0).name}" for c in columns])
+    present = np.zeros(probe.num_rows, dtype=bool)
+    for c in columns:
+        present |= np.asarray(probe.column(c).is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    if others:  # not a struct (no checkpoint writer does this): read them whole
+        return pf.read(columns=columns + others)
+    wanted = np.flatnonzero(present)
+    if not len(wanted):
+        return pa.table({c: pa.nulls(0, schema.field(c).type) for c in columns})
+    last = int(wanted[-1])
+    pieces = []
+    offset = 0
+    for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=columns):
+        chosen = present[offset : offset + batch.num_rows]
+        if chosen.any():
+            pieces.append(pa.Table.from_batches([batch]).filter(pa.array(chosen)))
+        offset += batch.num_rows
+        if offset > last:
+            break
+    return pa.concat_tables(pieces)
+
+
+def pruned_checkpoint_file_actions(
+    storage: Storage,
+    sources: CheckpointSources,
+    partition_columns: list[str],
+    keep: BoundPartitionFilter,
+    superseded: Superseded | None,
+) -> tuple[pa.Table, pa.Table]:
+    """The checkpoint's adds and removes whose partitions ``keep`` selects and no later commit supersedes.
+
+    Raises:
+        CheckpointUnreadable: a part or sidecar is missing or unreadable (naming it).
+    """
+
+    def read(indexed: tuple[int, str]) -> tuple[pa.Table, pa.Table]:
+        index, path = indexed
+        return _pruned_file(
+            storage, path, sources.version, partition_columns, keep, superseded, _SEQ_BASE + index * _SEQ_STRIDE
+        )
+
+    paths = list(enumerate(sources.parquet_paths))
+    if len(paths) > 1:
+        with ThreadPoolExecutor(max_workers=min(PARALLEL_FILES, len(paths))) as pool:
+            pieces = list(pool.map(read, paths))
+    else:
+        pieces = [read(p) for p in paths]
+    if sources.json_parts:
+        seq = _SEQ_BASE + len(paths) * _SEQ_STRIDE
+        a, r = parse_commit_file_actions(
+            [(-1, d) for d in sources.json_parts], partition_columns, storage.table_uri, seq_base=seq
+        )
+        pieces.append((_keep_rows(a, keep, superseded), _keep_rows(r, keep, superseded)))
+    if not pieces:
+        return empty_file_actions(partition_columns)
+    adds = pa.concat_tables([p[0] for p in pieces], promote_options="permissive")
+    removes = pa.concat_tables([p[1] for p in pieces], promote_options="permissive")
+    return adds, removes
+
+
+def _keep_rows(rows: pa.Table, keep: BoundPartitionFilter, superseded: Superseded | None) -> pa.Table:
+    mask = keep.mask_struct(rows.column("partitionValues"))
+    if superseded is not None and rows.num_rows:
+        gone = superseded(rows.column("path"), rows.column("deletionVector"))
+        mask &= ~np.asarray(gone.to_numpy(zero_copy_only=False), dtype=bool)
+    return rows if mask.all() else rows.filter(pa.array(mask))
+
+
+def _pruned_file(
+    storage: Storage,
+    path: str,
+    version: int,
+    partition_columns: list[str],
+    keep: BoundPartitionFilter,
+    superseded: Superseded | None,
+    seq: int,
+) -> tuple[pa.Table, pa.Table]:
+    adds: list[pa.Table] = []
+    removes: list[pa.Table] = []
+    with _reading(storage, path, version) as pf:
+        schema = pf.schema_arrow
+        kinds = [k for k in (A.ADD, A.REMOVE) if k in schema.names and pa.types.is_struct(schema.field(k).type)]
+        projection = [c for c in _checkpoint_projection(schema, stats_parsed=False) if c.split(".")[0] in kinds]
+        with_parsed = [c for c in _checkpoint_projection(schema, stats_parsed=True) if c.split(".")[0] in kinds]
+        stats_column = _leaf_index(pf, f"{A.ADD}.stats")
+        for rg in range(pf.num_row_groups):
+            rows = _selected_rows(pf, rg, kinds, keep)
+            if not rows.any():
+                continue
+            # stats only in parsed form in this row group (writeStatsAsJson=false): read stats_parsed as well
+            columns = with_parsed if _all_null(pf, rg, stats_column) else projection
+            last = int(np.flatnonzero(rows)[-1])
+            offset = 0
+            # decoding cannot skip pages, but it can stop after the last row kept
+            for batch in pf.iter_batches(batch_size=BATCH_ROWS, row_groups=[rg], columns=columns, use_threads=False):
+                chosen = rows[offset : offset + batch.num_rows]
+                offset += batch.num_rows
+                if offset > last + batch.num_rows:
+                    break
+                if not chosen.any():
+                    continue
+                table = pa.Table.from_batches([batch]).filter(pa.array(chosen))
+                a, r, seq = _file_actions_from_checkpoint_table(table, partition_columns, seq, superseded)
+                adds.append(a)
+                removes.append(r)
+    if not adds:
+        return empty_file_actions(partition_columns)
+    return pa.concat_tables(adds), pa.concat_tables(removes)
+
+
+def _selected_rows(pf: pq.ParquetFile, rg: int, kinds: list[str], keep: BoundPartitionFilter) -> np.ndarray:
+    """Rows of row group ``rg`` that are an add or a remove whose partition the filter may select."""
+    n = pf.metadata.row_group(rg).num_rows
+    selected = np.zeros(n, dtype=bool)
+    columns = []
+    for kind in kinds:
+        has_values = "partitionValues" in pf.schema_arrow.field(kind).type.names
+        columns.append(f"{kind}.partitionValues" if has_values else f"{kind}.path")
+    table = pf.read_row_group(rg, columns=columns, use_threads=False)
+    for kind in kinds:
+        column = contiguous(table.column(kind))
+        valid = np.asarray(column.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        if "partitionValues" in column.type.names:
+            selected |= valid & _partition_mask(column.field("partitionValues"), keep, n)
+        else:  # no partition values at all: the partition is unknown, so the row stays
+            selected |= valid
+    return selected
+
+
+def _partition_mask(values: pa.Array, keep: BoundPartitionFilter, n: int) -> np.ndarray:
+    present = np.asarray(values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    if pa.types.is_map(values.type):
+        raw: list[pa.Array | None] = [v.cast(pa.string()) for v in _map_lookup_many(values, keep.physical_names)]
+        return keep.mask(raw, n, present)
+    return keep.mask_struct(values)
+
+
+def _leaf_index(pf: pq.ParquetFile, dotted: str) -> int | None:
+    schema = pf.metadata.schema
+    for i in range(len(schema)):
+        if schema.column(i).path == dotted:
+            return i
+    return None
+
+
+def _all_null(pf: pq.ParquetFile, rg: int, column: int | None) -> bool:
+    """Whether the JSON stats of a row group's adds are all null (only stats_parsed holds them), by its metadata."""
+    if column is None:
+        return "stats_parsed" in pf.schema_arrow.field(A.ADD).type.names if A.ADD in pf.schema_arrow.names else False
+    meta = pf.metadata.row_group(rg).column(column)
+    stats = meta.statistics
+    if stats is None or not stats.has_null_count:
+        return _has_parsed(pf)  # unknown: reading stats_parsed too is always correct
+    return stats.null_count == meta.num_values and _has_parsed(pf)
+
+
+def _has_parsed(pf: pq.ParquetFile) -> bool:
+    return A.ADD in pf.schema_arrow.names and "stats_parsed" in pf.schema_arrow.field(A.ADD).type.names
+
+
+def _read_or_unreadable(storage: Storage, path: str, version: int) -> bytes:
+    try:
+        return storage.read(path)
+    except FileNotFoundError:
+        missing = f"checkpoint {version} is missing its file {_name(path)}"
+        raise CheckpointUnreadable(missing, storage.table_uri) from None
+
+
+@contextlib.contextmanager
+def _reading(storage: Storage, path: str, version: int) -> Iterator[Any]:
+    """A checkpoint Parquet file opened for random access; any failure to read it names the file."""
+    name = _name(path)
+    try:
+        source = storage.open_data_file(storage.full_path(path)) if storage.native_files else storage.open_input(path)
+    except FileNotFoundError:
+        raise CheckpointUnreadable(f"checkpoint {version} is missing its file {name}", storage.table_uri) from None
+    try:
+        with source:
+            yield pq.ParquetFile(source, buffer_size=READ_BUFFER)
+    except FileNotFoundError:
+        raise CheckpointUnreadable(f"checkpoint {version} is missing its file {name}", storage.table_uri) from None
+    except (pa.ArrowException, OSError, ValueError, KeyError, IndexError) as exc:
+        raise CheckpointUnreadable(
+            f"checkpoint {version} file {name} is unreadable: {type(exc).__name__}", storage.table_uri
+        ) from None
+
+
+def _name(path: str) -> str:
+    return path.rsplit("/", 1)[-1]
+
+
+__all__ = ["CheckpointSources", "open_checkpoint", "pruned_checkpoint_file_actions"]
