@@ -90,10 +90,12 @@ def cmd_zorder(args: argparse.Namespace) -> None:
 
 def cmd_vacuum(args: argparse.Namespace) -> None:
     from airflow_provider_deltalite.maintenance.vacuum import vacuum
+    from airflow_provider_deltalite.maintenance.vacuum.paths import VACUUM_FILE_FIELDS
 
     table = open_table(args)  # reads nothing yet; its URI names the table in option errors
     options = vacuum_options(args, table.uri)
-    snapshot = table.snapshot()  # a missing table or bad protocol fails before a Spark session is started
+    # a missing table or bad protocol fails before a Spark session is started; VACUUM reads no statistics
+    snapshot = table.snapshot(file_fields=VACUUM_FILE_FIELDS)
     show_progress = not args.json and sys.stderr.isatty()
     # The local executor is vacuum's own (its default pool is sized for waiting on storage, not for the CPU).
     executor = make_executor(args) if args.executor == "spark" else None

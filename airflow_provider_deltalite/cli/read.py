@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 
 from airflow_provider_deltalite.cli.common import open_table
-from airflow_provider_deltalite.cli.render import describe_document, files_document, print_json
+from airflow_provider_deltalite.cli.render import DESCRIBE_FILE_FIELDS, describe_document, files_document, print_json
 from airflow_provider_deltalite.maintenance.wording import human_size
 
 
 def cmd_describe(args: argparse.Namespace) -> None:
-    snap = open_table(args).snapshot(version=args.version)
+    snap = open_table(args).snapshot(version=args.version, file_fields=DESCRIBE_FILE_FIELDS)
     doc = describe_document(snap)
     if args.json:
         return print_json(doc)

@@ -34,6 +34,10 @@ def size_histogram(sizes: Sequence[int] | pa.Array) -> dict[str, int]:
     return dict(zip([label for _, label in _SIZE_BINS] + [">=1GB"], (int(c) for c in counts), strict=True))
 
 
+# what describe reads of the file actions besides their keys: sizes, not statistics
+DESCRIBE_FILE_FIELDS = ("size",)
+
+
 def describe_document(snap: Snapshot) -> dict[str, Any]:
     """What `deltalite describe --json` prints."""
     sizes = contiguous(snap.raw_files.column("size")).fill_null(0)

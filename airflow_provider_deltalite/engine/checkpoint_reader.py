@@ -229,8 +229,13 @@ _CHECKPOINT_COLUMNS = (
 )
 
 
-def _checkpoint_projection(schema: pa.Schema, stats_parsed: bool) -> list[str]:
-    """The checkpoint columns replay needs: whole non-file actions, and only the known fields of add and remove.
+# The fields of a file action replay always reads: the logical-file key, and the partition.
+KEY_FIELDS = frozenset({"path", "deletionVector", "partitionValues"})
+
+
+def _checkpoint_projection(schema: pa.Schema, stats_parsed: bool, fields: frozenset[str] | None = None) -> list[str]:
+    """The checkpoint columns replay needs: whole non-file actions, and only the known fields of add and remove
+    (only ``fields`` and the key fields, when given).
 
     Spark may add `stats_parsed` / `partitionValues_parsed` and future writers other fields; reading what replay
     ignores costs time and memory on every load. `stats_parsed` is read when asked for or when there is no `stats`.
@@ -240,6 +245,9 @@ def _checkpoint_projection(schema: pa.Schema, stats_parsed: bool) -> list[str]:
         A.ADD: {f.name for f in A.add_fields(empty)} | {"tags"},
         A.REMOVE: {f.name for f in A.remove_fields(empty)},
     }
+    if fields is not None:
+        wanted = {kind: names & (fields | KEY_FIELDS) for kind, names in wanted.items()}
+        stats_parsed = stats_parsed and "stats" in fields
     columns = []
     for name in schema.names:
         if name not in _CHECKPOINT_COLUMNS:
@@ -249,25 +257,32 @@ def _checkpoint_projection(schema: pa.Schema, stats_parsed: bool) -> list[str]:
             columns.append(name)
             continue
         keep = [f for f in field_type.names if f in wanted[name]]
-        if name == A.ADD and "stats_parsed" in field_type.names and (stats_parsed or "stats" not in field_type.names):
+        wants_stats = fields is None or "stats" in fields
+        if (
+            name == A.ADD
+            and wants_stats
+            and "stats_parsed" in field_type.names
+            and (stats_parsed or "stats" not in field_type.names)
+        ):
             keep.append("stats_parsed")
         columns.extend(f"{name}.{f}" for f in keep)
     return columns
 
 
-def _read_parquet_actions(data: bytes) -> pa.Table:
+def _read_parquet_actions(data: bytes, fields: frozenset[str] | None = None) -> pa.Table:
     pf = pq.ParquetFile(pa.BufferReader(data))
     schema = pf.schema_arrow
-    table = pf.read(columns=_checkpoint_projection(schema, stats_parsed=False))
+    table = pf.read(columns=_checkpoint_projection(schema, stats_parsed=False, fields=fields))
     add_type = schema.field(A.ADD).type if A.ADD in schema.names else None
     if (
         add_type is not None
         and pa.types.is_struct(add_type)
+        and (fields is None or "stats" in fields)
         and {"stats", "stats_parsed"} <= set(add_type.names)
         and pc.all(pc.is_null(pc.struct_field(table.column(A.ADD), "stats"))).as_py() is not False
     ):
         # stats kept only in parsed form (delta.checkpoint.writeStatsAsJson=false): read that column after all
-        table = pf.read(columns=_checkpoint_projection(schema, stats_parsed=True))
+        table = pf.read(columns=_checkpoint_projection(schema, stats_parsed=True, fields=fields))
     return table
 
 
@@ -281,8 +296,9 @@ class CheckpointContent:
     json_parts: list[bytes]
 
 
-def read_checkpoint(storage: Storage, ref: CheckpointRef) -> CheckpointContent:
-    """Read every file of a checkpoint (parts, V2 top-level file and its sidecars).
+def read_checkpoint(storage: Storage, ref: CheckpointRef, fields: frozenset[str] | None = None) -> CheckpointContent:
+    """Read every file of a checkpoint (parts, V2 top-level file and its sidecars); of the file actions only
+    ``fields`` (and `KEY_FIELDS`), when given.
 
     Raises CorruptLog when any file is missing or unreadable, so the caller can fall back to an older checkpoint.
     """
@@ -301,7 +317,7 @@ def read_checkpoint(storage: Storage, ref: CheckpointRef) -> CheckpointContent:
                 json_parts.append(data)
                 non_file.extend(find_non_file_actions([(ref.version, data)], uri, order_base=-1_000_000_000))
             else:
-                table = _read_parquet_actions(data)
+                table = _read_parquet_actions(data, fields)
                 tables.append(table)
                 non_file.extend(_non_file_from_checkpoint_table(table, ref.version))
     except (pa.ArrowException, OSError, ValueError) as exc:
@@ -315,7 +331,7 @@ def read_checkpoint(storage: Storage, ref: CheckpointRef) -> CheckpointContent:
         try:
             with ThreadPoolExecutor(max_workers=min(8, len(paths))) as pool:
                 blobs = storage.read_many(paths)
-                tables.extend(pool.map(_read_parquet_actions, blobs))
+                tables.extend(pool.map(lambda blob: _read_parquet_actions(blob, fields), blobs))
         except FileNotFoundError:
             raise CheckpointUnreadable(f"checkpoint {ref.version} refers to a missing sidecar file", uri) from None
         except (pa.ArrowException, OSError, ValueError) as exc:

@@ -141,8 +141,10 @@ def pruned_checkpoint_file_actions(
     partition_columns: list[str],
     keep: BoundPartitionFilter,
     superseded: Superseded | None,
+    fields: frozenset[str] | None = None,
 ) -> tuple[pa.Table, pa.Table]:
-    """The checkpoint's adds and removes whose partitions ``keep`` selects and no later commit supersedes.
+    """The checkpoint's adds and removes whose partitions ``keep`` selects and no later commit supersedes (of their
+    fields only ``fields`` and the key fields, when given).
 
     Raises:
         CheckpointUnreadable: a part or sidecar is missing or unreadable (naming it).
@@ -150,9 +152,8 @@ def pruned_checkpoint_file_actions(
 
     def read(indexed: tuple[int, str]) -> tuple[pa.Table, pa.Table]:
         index, path = indexed
-        return _pruned_file(
-            storage, path, sources.version, partition_columns, keep, superseded, _SEQ_BASE + index * _SEQ_STRIDE
-        )
+        seq = _SEQ_BASE + index * _SEQ_STRIDE
+        return _pruned_file(storage, path, sources.version, partition_columns, keep, superseded, seq, fields)
 
     paths = list(enumerate(sources.parquet_paths))
     if len(paths) > 1:
@@ -189,14 +190,15 @@ def _pruned_file(
     keep: BoundPartitionFilter,
     superseded: Superseded | None,
     seq: int,
+    fields: frozenset[str] | None,
 ) -> tuple[pa.Table, pa.Table]:
     adds: list[pa.Table] = []
     removes: list[pa.Table] = []
     with _reading(storage, path, version) as pf:
         schema = pf.schema_arrow
         kinds = [k for k in (A.ADD, A.REMOVE) if k in schema.names and pa.types.is_struct(schema.field(k).type)]
-        projection = [c for c in _checkpoint_projection(schema, stats_parsed=False) if c.split(".")[0] in kinds]
-        with_parsed = [c for c in _checkpoint_projection(schema, stats_parsed=True) if c.split(".")[0] in kinds]
+        projection = [c for c in _checkpoint_projection(schema, False, fields) if c.split(".")[0] in kinds]
+        with_parsed = [c for c in _checkpoint_projection(schema, True, fields) if c.split(".")[0] in kinds]
         stats_column = _leaf_index(pf, f"{A.ADD}.stats")
         for rg in range(pf.num_row_groups):
             rows = _selected_rows(pf, rg, kinds, keep)

@@ -376,6 +376,8 @@ def write_checkpoint(snapshot: Snapshot, *, now_ms: int | None = None) -> Checkp
         raise TransactionError(
             f"a snapshot loaded for the partitions of {snapshot.pruned_by!r} cannot be checkpointed", snapshot.table_uri
         )
+    if snapshot.file_fields is not None:
+        raise TransactionError("a snapshot loaded without all file fields cannot be checkpointed", snapshot.table_uri)
     now_ms = int(time.time() * 1000) if now_ms is None else int(now_ms)
     options = _options(snapshot, now_ms)  # every property is checked before the first byte is written
     storage = snapshot.storage

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -23,7 +23,7 @@ from airflow_provider_deltalite.engine.commit_file import (
     parse_commit_file_actions,
 )
 from airflow_provider_deltalite.engine.conform import delta_schema_to_arrow
-from airflow_provider_deltalite.engine.errors import CheckpointUnreadable, CorruptLog
+from airflow_provider_deltalite.engine.errors import CheckpointUnreadable, CorruptLog, InvalidArgument
 from airflow_provider_deltalite.engine.features import ProtocolView, ensure_readable
 from airflow_provider_deltalite.engine.history import commit_timestamp
 from airflow_provider_deltalite.engine.log_path import LogFileKind
@@ -64,6 +64,8 @@ class TableState:
     partition_union: tuple[str, ...] = ()
     # the partition predicate replay kept files by (None: every live file and tombstone of the table)
     pruned_by: str | None = None
+    # the file-action fields replay read besides the key fields (None: all of them)
+    file_fields: frozenset[str] | None = None
 
 
 class Snapshot:
@@ -113,6 +115,21 @@ class Snapshot:
         VACUUM may delete.
         """
         return self._state.pruned_by
+
+    @property
+    def file_fields(self) -> frozenset[str] | None:
+        """The fields of the file actions this snapshot holds besides path, deletion vector and partition values,
+        or None for all of them. The others are null: a snapshot loaded for `describe` or VACUUM has no statistics,
+        and is never checkpointed."""
+        return self._state.file_fields
+
+    def _require(self, field: str) -> None:
+        fields = self._state.file_fields
+        if fields is not None and field not in fields:
+            raise InvalidArgument(
+                f"this snapshot was loaded without the files' {field} (fields: {', '.join(sorted(fields))})",
+                self.table_uri,
+            )
 
     @property
     def segment(self) -> LogSegment:
@@ -174,9 +191,11 @@ class Snapshot:
         unless `stats` was parsed already."""
         if "stats" in self.__dict__:
             return contiguous(self.stats.field("numRecords"))
+        self._require("stats")
         return record_counts(contiguous(self.raw_files.column("stats")), self.table_uri)
 
     def _parse_stats(self, schema: pa.Schema) -> pa.StructArray:
+        self._require("stats")
         names = {
             f["name"]: physical_name(f, self.column_mapping_mode)
             for f in self.schema["fields"]
@@ -286,24 +305,29 @@ def _fold_non_file(non_file: list[NonFileAction], segment: LogSegment, uri: str)
 
 
 def replay_segment(
-    storage: Storage, segment: LogSegment, partition_filter: PartitionFilter | None = None
+    storage: Storage,
+    segment: LogSegment,
+    partition_filter: PartitionFilter | None = None,
+    file_fields: frozenset[str] | None = None,
 ) -> TableState:
     """Read and reconcile every file of a segment into a TableState (only the partitions ``partition_filter``
-    selects, when given)."""
+    selects, and of the checkpoint's file actions only ``file_fields`` besides the keys, when given)."""
     if partition_filter is not None:
-        return _replay_pruned(storage, segment, partition_filter)
+        return _replay_pruned(storage, segment, partition_filter, file_fields)
     uri = storage.table_uri
-    checkpoint = read_checkpoint(storage, segment.checkpoint) if segment.checkpoint else None
+    checkpoint = read_checkpoint(storage, segment.checkpoint, file_fields) if segment.checkpoint else None
     contents = _read_commits(storage, segment.commits)
     non_file = (checkpoint.non_file if checkpoint else []) + find_non_file_actions(contents, uri)
     state = _fold_non_file(non_file, segment, uri)
     partition_columns = _partition_physical_union(non_file, uri)
     adds, removes = parse_commit_file_actions(contents, partition_columns, uri)
     live, tombstones = reconcile(adds, removes, _path_normalizer(storage), checkpoint, partition_columns, uri)
-    return _table_state(state, live, tombstones, segment, tuple(partition_columns))
+    return _table_state(state, live, tombstones, segment, tuple(partition_columns), file_fields=file_fields)
 
 
-def _replay_pruned(storage: Storage, segment: LogSegment, partition_filter: PartitionFilter) -> TableState:
+def _replay_pruned(
+    storage: Storage, segment: LogSegment, partition_filter: PartitionFilter, file_fields: frozenset[str] | None
+) -> TableState:
     """Replay keeping only the files of the partitions the filter selects (`checkpoint_stream`).
 
     The commits after the checkpoint are parsed whole and reconciled as in a full replay (their keys decide what the
@@ -322,7 +346,7 @@ def _replay_pruned(storage: Storage, segment: LogSegment, partition_filter: Part
     def base_rows(superseded):
         if sources is None:
             return empty_file_actions(partition_columns)
-        return pruned_checkpoint_file_actions(storage, sources, partition_columns, keep, superseded)
+        return pruned_checkpoint_file_actions(storage, sources, partition_columns, keep, superseded, file_fields)
 
     live, tombstones = reconcile(
         adds, removes, _path_normalizer(storage), None, partition_columns, uri, base_rows=base_rows
@@ -330,7 +354,13 @@ def _replay_pruned(storage: Storage, segment: LogSegment, partition_filter: Part
     live = _in_partitions(live, keep)
     tombstones = _in_partitions(tombstones, keep)
     return _table_state(
-        state, live, tombstones, segment, tuple(partition_columns), pruned_by=partition_filter.predicate
+        state,
+        live,
+        tombstones,
+        segment,
+        tuple(partition_columns),
+        pruned_by=partition_filter.predicate,
+        file_fields=file_fields,
     )
 
 
@@ -348,6 +378,7 @@ def _table_state(
     segment: LogSegment,
     partition_union: tuple[str, ...],
     pruned_by: str | None = None,
+    file_fields: frozenset[str] | None = None,
 ) -> TableState:
     """A TableState from `latest_non_file_state`'s folded actions and the reconciled file actions."""
     return TableState(
@@ -362,6 +393,7 @@ def _table_state(
         segment=segment,
         partition_union=partition_union,
         pruned_by=pruned_by,
+        file_fields=file_fields,
     )
 
 
@@ -379,8 +411,8 @@ def advance_snapshot(snapshot: Snapshot, version: int) -> Snapshot | None:
         >>> advance_snapshot(snapshot_at_12, 13) or load_snapshot(storage, 13)  # doctest: +SKIP
     """
     state = snapshot._state
-    if state.pruned_by is not None:
-        return None  # a checkpoint needs every live file; a pruned snapshot has some
+    if state.pruned_by is not None or state.file_fields is not None:
+        return None  # a checkpoint needs every live file with every field
     if version == state.version:
         return snapshot
     if version < state.version:
@@ -437,22 +469,29 @@ def _path_normalizer(storage: Storage):
 
 
 def load_snapshot(
-    storage: Storage, version: int | None = None, *, partition_filter: PartitionFilter | None = None
+    storage: Storage,
+    version: int | None = None,
+    *,
+    partition_filter: PartitionFilter | None = None,
+    file_fields: Iterable[str] | None = None,
 ) -> Snapshot:
     """Build the snapshot of ``version`` (None: latest), falling back to older checkpoints when one is unreadable.
 
     With ``partition_filter`` only the files of the partitions it may select are kept (`Snapshot.pruned_by`): memory
-    and time then follow those partitions, not the table.
+    and time then follow those partitions, not the table. With ``file_fields`` (e.g. ``("size",)``) only those
+    fields of the file actions are read besides path, deletion vector and partition values (`Snapshot.file_fields`):
+    statistics, the largest of them, stay unread unless named.
 
     Raises:
         InvalidExpression: the filter's predicate does not parse or names a column it may not.
     """
+    fields = frozenset(file_fields) if file_fields is not None else None
     segment = load_log_segment(storage, version)
     bad: set[int] = set()
     reason = ""
     while True:
         try:
-            return Snapshot(storage, replay_segment(storage, segment, partition_filter))
+            return Snapshot(storage, replay_segment(storage, segment, partition_filter, fields))
         except CheckpointUnreadable as unreadable:
             if segment.checkpoint is None or segment.checkpoint.version in bad:
                 raise

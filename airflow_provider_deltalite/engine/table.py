@@ -6,7 +6,7 @@ operations on top; everything that takes a `Table` takes a `DeltaTable` too.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -68,7 +68,9 @@ class Table:
         self.storage = Storage(uri, storage_options, filesystem=filesystem)
         self.uri = self.storage.table_uri
 
-    def planning_snapshot(self, snapshot: Snapshot | None, where: str | None = None) -> Snapshot:
+    def planning_snapshot(
+        self, snapshot: Snapshot | None, where: str | None = None, *, file_fields: Iterable[str] | None = None
+    ) -> Snapshot:
         """The snapshot an operation plans from: the caller's, when it has loaded one already (one log replay per
         operation, e.g. the CLI's preflight load), or the latest; with ``where`` (a predicate on partition columns)
         only the files of the partitions it selects (`snapshot_for_partitions`).
@@ -78,7 +80,9 @@ class Table:
             InvalidExpression: ``where`` does not parse or names a column that is not a partition column.
         """
         if snapshot is None:
-            return self.snapshot_for_partitions(where) if where else self.snapshot()
+            if where:
+                return self.snapshot_for_partitions(where)
+            return self.snapshot(file_fields=file_fields)
         if snapshot.table_uri != self.uri:
             shown = redact_uri(snapshot.table_uri)
             raise InvalidArgument(f"the snapshot passed is of another table ({shown})", self.uri)
@@ -100,8 +104,16 @@ class Table:
             whole = True  # the operation reports a broken row-tracking state, from the whole table
         return load_snapshot(self.storage, snapshot.version) if whole else snapshot
 
-    def snapshot(self, version: int | None = None, timestamp: datetime | int | str | None = None) -> Snapshot:
-        """The table at ``version``, at the newest version committed at or before ``timestamp``, or the latest.
+    def snapshot(
+        self,
+        version: int | None = None,
+        timestamp: datetime | int | str | None = None,
+        *,
+        file_fields: Iterable[str] | None = None,
+    ) -> Snapshot:
+        """The table at ``version``, at the newest version committed at or before ``timestamp``, or the latest;
+        with ``file_fields``, of the file actions only those fields besides path, deletion vector and partition
+        values (`Snapshot.file_fields`: what describe and VACUUM read, without statistics).
 
         Raises:
             TableNotFound: the path does not exist or is not a Delta table.
@@ -115,7 +127,7 @@ class Table:
             raise VersionNotFound(f"version must be a non-negative integer, not {version!r}", self.uri)
         if timestamp is not None:
             version = self.version_at(timestamp)
-        return load_snapshot(self.storage, version)
+        return load_snapshot(self.storage, version, file_fields=file_fields)
 
     def latest_version(self) -> int:
         """The newest version in the log (listing only; no replay)."""

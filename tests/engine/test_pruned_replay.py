@@ -352,3 +352,42 @@ def test_a_corrupt_checkpoint_part_is_one_line_naming_it_exit_2_and_nothing_writ
     assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
     assert f"checkpoint 2 file {checkpoint.name} is unreadable" in lines[0], lines[0]
     assert tree_state(root) == before
+
+
+# -- snapshots of some file fields (describe, VACUUM) --------------------------------------------------------------
+
+
+def test_describe_and_vacuum_fields_give_what_the_whole_snapshot_gives_on_every_corpus_table() -> None:
+    """A snapshot of the sizes (describe) or of what VACUUM reads gives the same describe document and the same
+    protected files as the whole snapshot, on every readable corpus table; and never its statistics."""
+    from airflow_provider_deltalite.cli.render import DESCRIBE_FILE_FIELDS, describe_document
+    from airflow_provider_deltalite.engine.errors import InvalidArgument
+    from airflow_provider_deltalite.maintenance.vacuum.paths import VACUUM_FILE_FIELDS, protected_files
+
+    compared = 0
+    for entry in corpus_tables():
+        if entry.role != "positive":
+            continue
+        storage = Storage(str(entry.path))
+        try:
+            full = load_snapshot(storage)
+        except DeltaLiteError:
+            continue
+        sizes = load_snapshot(storage, file_fields=DESCRIBE_FILE_FIELDS)
+        assert describe_document(sizes) == describe_document(full), entry.name
+        vacuum_view = load_snapshot(storage, file_fields=VACUUM_FILE_FIELDS)
+        for horizon in (0, full.timestamp + 1):
+            mine, theirs = protected_files(vacuum_view, horizon), protected_files(full, horizon)
+            assert (mine.paths, mine.live, mine.tombstones_expired) == (
+                theirs.paths,
+                theirs.live,
+                theirs.tombstones_expired,
+            ), entry.name
+        if full.num_files:
+            with pytest.raises(InvalidArgument, match="without the files' stats"):
+                sizes.stats  # noqa: B018
+            with pytest.raises(TransactionError, match="cannot be checkpointed"):
+                write_checkpoint(sizes)
+            assert advance_snapshot(sizes, sizes.version) is None
+        compared += 1
+    assert compared >= 250

@@ -205,6 +205,11 @@ def _referenced(storage: Storage, table: pa.Table) -> tuple[list[str], list[str]
     return paths, others
 
 
+# What VACUUM reads of the file actions besides their keys: no statistics (at a million files, most of a snapshot's
+# memory), so a snapshot loaded with these fields (`Table.snapshot(file_fields=...)`) is all it needs.
+VACUUM_FILE_FIELDS = frozenset({"size", "deletionTimestamp"})
+
+
 def protected_files(snapshot: Snapshot, horizon_ms: int) -> ProtectedFiles:
     """The reference's ``getValidFilesFromSnapshot``: everything the snapshot references, except tombstones whose
     ``deletionTimestamp`` is before ``horizon_ms``.

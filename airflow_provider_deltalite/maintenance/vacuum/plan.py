@@ -19,6 +19,7 @@ from airflow_provider_deltalite.maintenance.vacuum.lite import (
     lite_window,
 )
 from airflow_provider_deltalite.maintenance.vacuum.paths import (
+    VACUUM_FILE_FIELDS,
     HiddenRule,
     ProtectedFiles,
     in_log,
@@ -170,7 +171,7 @@ def recheck(table: Table, snapshot: Snapshot, plan: VacuumPlan, horizon_ms: int,
     """Keep any candidate that a commit made after planning protects again (a RESTORE re-adding an old file)."""
     if not moved:
         return plan
-    latest = table.snapshot()
+    latest = table.snapshot(file_fields=VACUUM_FILE_FIELDS)
     again = protected_files(latest, horizon_ms)
     keep = [p for p, _ in plan.files if p in again.paths]
     if keep:

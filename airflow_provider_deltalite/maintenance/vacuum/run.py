@@ -39,6 +39,7 @@ from airflow_provider_deltalite.maintenance.vacuum.lite import (
     write_last_vacuum_info,
 )
 from airflow_provider_deltalite.maintenance.vacuum.paths import (
+    VACUUM_FILE_FIELDS,
     HiddenRule,
     protected_files,
 )
@@ -128,7 +129,7 @@ def vacuum(
     uri = table.uri
     opts = VacuumOptions.resolve(options, fields, uri)
     kind = opts.mode.upper()
-    snapshot = table.planning_snapshot(snapshot)
+    snapshot = table.planning_snapshot(snapshot, file_fields=VACUUM_FILE_FIELDS)
     ensure_writable(snapshot.protocol, uri)  # before anything else, as vacuumProtocolCheck requires
     _refuse_misnamed_log_files(table.storage, uri)
     window = resolve_retention(
