@@ -46,7 +46,8 @@ def test_json_runs_without_pandas_or_maintenance_operations(tmp_path: Path) -> N
     before = tree_state(t)
     doc, report = run_command("health", "--json", "--columns", "id", str(t))
     assert (report["code"], report["heavy"], report["pandas_after"]) == (0, [], "pandas")
-    health = ["clustering_columns", "clustering_quality", "compute", "histogram", "log_health", "metrics", "tombstones"]
+    health = ["accumulate", "clustering_columns", "clustering_quality", "compute", "histogram", "log_health", "metrics"]
+    health.append("tombstones")
     assert report["maintenance"] == sorted(
         [
             "airflow_provider_deltalite.maintenance.commit_kinds",
@@ -184,3 +185,24 @@ def test_html_writes_one_self_contained_page_with_the_tables_figures(tmp_path: P
     assert bar["y"] == buckets
     files, small = figures["small-files-chart"]
     assert (files["y"], files["x"], small["y"], small["x"]) == (["p=y", "p=x"], [2, 4], ["p=y", "p=x"], [1, 3])
+
+
+def test_a_struct_column_is_refused_with_one_line(tmp_path: Path) -> None:
+    """Files keep min/max of leaf fields only: measuring a struct column was an Arrow error with a stack trace."""
+    import deltalake
+    import pyarrow as pa
+
+    t = tmp_path / "nested"
+    s = pa.array([{"a": 1, "b": "x"}, {"a": 2, "b": "y"}], pa.struct([("a", pa.int64()), ("b", pa.string())]))
+    deltalake.write_deltalake(str(t), pa.table({"id": [1, 2], "s": s}))
+    before = tree_state(t)
+    line = cli_failure("health", str(t), "--columns", "s", "--json")
+    assert line == (
+        f"deltalite: error: table {t}: column 's' is a struct: files keep min/max statistics of its leaf fields, "
+        "name one of them"
+    ), line
+    assert tree_state(t) == before
+    done = run_cli("health", str(t), "--columns", "s.a", "--json")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert (doc["files"], doc["clusteringColumns"]) == (1, ["s.a"])

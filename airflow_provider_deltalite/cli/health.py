@@ -44,7 +44,8 @@ def cmd_health(args: argparse.Namespace) -> None:
         if columns is None:
             raise ValueError(f"--columns: a column name is empty in {args.columns!r}")
     table = open_table(args)
-    health = table.health(snapshot=table.snapshot(), columns=columns, min_file_size=args.min_file_size)
+    # no snapshot: health reads the table as a stream, in memory that follows a batch of files, not the table
+    health = table.health(columns=columns, min_file_size=args.min_file_size)
     if args.html:
         # only here: the page loads its plotting library
         from airflow_provider_deltalite.report.health_page import write_health_page

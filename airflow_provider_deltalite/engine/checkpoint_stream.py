@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from airflow_provider_deltalite.engine import actions as A
@@ -192,37 +193,97 @@ def _pruned_file(
     seq: int,
     fields: frozenset[str] | None,
 ) -> tuple[pa.Table, pa.Table]:
-    adds: list[pa.Table] = []
-    removes: list[pa.Table] = []
+    pieces = list(_file_batches(storage, path, version, partition_columns, keep, superseded, seq, fields))
+    if not pieces:
+        return empty_file_actions(partition_columns)
+    return pa.concat_tables([a for a, _ in pieces]), pa.concat_tables([r for _, r in pieces])
+
+
+def stream_checkpoint_file_actions(
+    storage: Storage,
+    sources: CheckpointSources,
+    partition_columns: list[str],
+    superseded: Superseded | None,
+    fields: frozenset[str] | None = None,
+) -> Iterator[tuple[pa.Table, pa.Table]]:
+    """Every add and remove of the checkpoint no later commit supersedes, a batch at a time (adds, removes), file
+    after file: what a whole-table aggregation reads without holding the table.
+
+    Raises:
+        CheckpointUnreadable: a part or sidecar is missing or unreadable (naming it), possibly after some batches.
+    """
+    for index, path in enumerate(sources.parquet_paths):
+        seq = _SEQ_BASE + index * _SEQ_STRIDE
+        yield from _file_batches(storage, path, sources.version, partition_columns, None, superseded, seq, fields)
+    if sources.json_parts:
+        seq = _SEQ_BASE + len(sources.parquet_paths) * _SEQ_STRIDE
+        a, r = parse_commit_file_actions(
+            [(-1, d) for d in sources.json_parts], partition_columns, storage.table_uri, seq_base=seq
+        )
+        if superseded is not None:
+            a = a.filter(pc.invert(superseded(a.column("path"), a.column("deletionVector"))))
+            r = r.filter(pc.invert(superseded(r.column("path"), r.column("deletionVector"))))
+        yield a, r
+
+
+def checkpoint_remove_paths(storage: Storage, sources: CheckpointSources) -> pa.Array:
+    """The paths of the checkpoint's removes (one leaf column read per file; superseded ones included)."""
+    paths = []
+    for path in sources.parquet_paths:
+        with _reading(storage, path, sources.version) as pf:
+            if A.REMOVE not in pf.schema_arrow.names:
+                continue
+            column = contiguous(pf.read(columns=[f"{A.REMOVE}.path"]).column(A.REMOVE))
+            paths.append(contiguous(column.field("path")).filter(column.is_valid()).cast(pa.string()))
+    if sources.json_parts:
+        _, r = parse_commit_file_actions([(-1, d) for d in sources.json_parts], [], storage.table_uri)
+        paths.append(contiguous(r.column("path")).cast(pa.string()))
+    return pa.concat_arrays(paths) if paths else pa.array([], pa.string())
+
+
+def _file_batches(
+    storage: Storage,
+    path: str,
+    version: int,
+    partition_columns: list[str],
+    keep: BoundPartitionFilter | None,
+    superseded: Superseded | None,
+    seq: int,
+    fields: frozenset[str] | None,
+) -> Iterator[tuple[pa.Table, pa.Table]]:
+    """The adds and removes of one checkpoint file, a batch at a time, in deltalite's layout: with ``keep``, only
+    rows of the partitions it selects (row groups without one are not decoded beyond their partition values)."""
     with _reading(storage, path, version) as pf:
         schema = pf.schema_arrow
         kinds = [k for k in (A.ADD, A.REMOVE) if k in schema.names and pa.types.is_struct(schema.field(k).type)]
+        if not kinds:
+            return
         projection = [c for c in _checkpoint_projection(schema, False, fields) if c.split(".")[0] in kinds]
         with_parsed = [c for c in _checkpoint_projection(schema, True, fields) if c.split(".")[0] in kinds]
         stats_column = _leaf_index(pf, f"{A.ADD}.stats")
         for rg in range(pf.num_row_groups):
-            rows = _selected_rows(pf, rg, kinds, keep)
-            if not rows.any():
+            rows = _selected_rows(pf, rg, kinds, keep) if keep is not None else None
+            if rows is not None and not rows.any():
                 continue
+            last = int(np.flatnonzero(rows)[-1]) if rows is not None else None
             # stats only in parsed form in this row group (writeStatsAsJson=false): read stats_parsed as well
-            columns = with_parsed if _all_null(pf, rg, stats_column) else projection
-            last = int(np.flatnonzero(rows)[-1])
+            wants_stats = fields is None or "stats" in fields
+            columns = with_parsed if wants_stats and _all_null(pf, rg, stats_column) else projection
             offset = 0
             # decoding cannot skip pages, but it can stop after the last row kept
             for batch in pf.iter_batches(batch_size=BATCH_ROWS, row_groups=[rg], columns=columns, use_threads=False):
-                chosen = rows[offset : offset + batch.num_rows]
-                offset += batch.num_rows
-                if offset > last + batch.num_rows:
-                    break
-                if not chosen.any():
-                    continue
-                table = pa.Table.from_batches([batch]).filter(pa.array(chosen))
+                start, offset = offset, offset + batch.num_rows
+                table = pa.Table.from_batches([batch])
+                if rows is not None:
+                    assert last is not None
+                    if start > last:
+                        break
+                    chosen = rows[start:offset]
+                    if not chosen.any():
+                        continue
+                    table = table.filter(pa.array(chosen))
                 a, r, seq = _file_actions_from_checkpoint_table(table, partition_columns, seq, superseded)
-                adds.append(a)
-                removes.append(r)
-    if not adds:
-        return empty_file_actions(partition_columns)
-    return pa.concat_tables(adds), pa.concat_tables(removes)
+                yield a, r
 
 
 def _selected_rows(pf: pq.ParquetFile, rg: int, kinds: list[str], keep: BoundPartitionFilter) -> np.ndarray:
@@ -306,4 +367,10 @@ def _name(path: str) -> str:
     return path.rsplit("/", 1)[-1]
 
 
-__all__ = ["CheckpointSources", "open_checkpoint", "pruned_checkpoint_file_actions"]
+__all__ = [
+    "CheckpointSources",
+    "checkpoint_remove_paths",
+    "open_checkpoint",
+    "pruned_checkpoint_file_actions",
+    "stream_checkpoint_file_actions",
+]

@@ -70,23 +70,9 @@ def reconcile(
     without those ``superseded`` marks. The keys of every commit action count, whatever its partition, so a file a
     later commit removed is never resurrected by a pruned read.
     """
-    add_keys = file_keys(adds.column("path"), adds.column("deletionVector"), normalize).cast(pa.string())
-    remove_keys = file_keys(removes.column("path"), removes.column("deletionVector"), normalize).cast(pa.string())
-    keys = pa.concat_arrays([add_keys, remove_keys])
-    seq = pa.concat_arrays([contiguous(adds.column("_seq")), contiguous(removes.column("_seq"))])
-    winners = pa.table({"k": keys, "s": seq}).group_by("k", use_threads=False).aggregate([("s", "max")])
-    winning = winners.column("s_max")
-    live = adds.filter(pc.is_in(adds.column("_seq"), value_set=winning))
-    tombstones = removes.filter(pc.is_in(removes.column("_seq"), value_set=winning))
+    live, tombstones, superseded = reconcile_commits(adds, removes, normalize)
     if checkpoint is None and prior is None and base_rows is None:
         return live, tombstones
-    touched = contiguous(winners.column("k"))
-
-    def superseded(paths: pa.Array, dvs: pa.Array) -> pa.Array:
-        if not len(touched):
-            return pa.nulls(len(paths), pa.bool_()).fill_null(False)
-        return pc.is_in(file_keys(paths, dvs, normalize).cast(pa.string()), value_set=touched)
-
     if prior is not None:
         base_adds, base_removes = (_surviving(rows, superseded) for rows in prior)
     elif base_rows is not None:
@@ -100,6 +86,29 @@ def reconcile(
         pa.concat_tables([base_adds, live], promote_options="permissive"),
         pa.concat_tables([base_removes, tombstones], promote_options="permissive"),
     )
+
+
+def reconcile_commits(
+    adds: pa.Table, removes: pa.Table, normalize: Callable[[str], str]
+) -> tuple[pa.Table, pa.Table, Superseded]:
+    """The commits' own winners (newest action per logical file: live adds and tombstones), and the predicate that
+    marks the rows of an older state (a checkpoint, an earlier replay) the commits touch, so those rows lose."""
+    add_keys = file_keys(adds.column("path"), adds.column("deletionVector"), normalize).cast(pa.string())
+    remove_keys = file_keys(removes.column("path"), removes.column("deletionVector"), normalize).cast(pa.string())
+    keys = pa.concat_arrays([add_keys, remove_keys])
+    seq = pa.concat_arrays([contiguous(adds.column("_seq")), contiguous(removes.column("_seq"))])
+    winners = pa.table({"k": keys, "s": seq}).group_by("k", use_threads=False).aggregate([("s", "max")])
+    winning = winners.column("s_max")
+    live = adds.filter(pc.is_in(adds.column("_seq"), value_set=winning))
+    tombstones = removes.filter(pc.is_in(removes.column("_seq"), value_set=winning))
+    touched = contiguous(winners.column("k"))
+
+    def superseded(paths: pa.Array, dvs: pa.Array) -> pa.Array:
+        if not len(touched):
+            return pa.nulls(len(paths), pa.bool_()).fill_null(False)
+        return pc.is_in(file_keys(paths, dvs, normalize).cast(pa.string()), value_set=touched)
+
+    return live, tombstones, superseded
 
 
 def _surviving(rows: pa.Table, superseded: Callable[[pa.Array, pa.Array], pa.Array]) -> pa.Table:

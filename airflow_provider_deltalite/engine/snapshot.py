@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
@@ -13,7 +13,12 @@ import pyarrow.compute as pc
 from airflow_provider_deltalite.engine import actions as A
 from airflow_provider_deltalite.engine.arrow_util import contiguous
 from airflow_provider_deltalite.engine.checkpoint_reader import read_checkpoint
-from airflow_provider_deltalite.engine.checkpoint_stream import open_checkpoint, pruned_checkpoint_file_actions
+from airflow_provider_deltalite.engine.checkpoint_stream import (
+    checkpoint_remove_paths,
+    open_checkpoint,
+    pruned_checkpoint_file_actions,
+    stream_checkpoint_file_actions,
+)
 from airflow_provider_deltalite.engine.column_mapping import column_mapping_mode, physical_name
 from airflow_provider_deltalite.engine.commit_file import (
     NonFileAction,
@@ -39,7 +44,7 @@ from airflow_provider_deltalite.engine.partition_values import parse_partition_v
 from airflow_provider_deltalite.engine.properties import (
     TableProperties,
 )
-from airflow_provider_deltalite.engine.replay import latest_non_file_state, reconcile
+from airflow_provider_deltalite.engine.replay import latest_non_file_state, reconcile, reconcile_commits
 from airflow_provider_deltalite.engine.schema import parse_schema_string
 from airflow_provider_deltalite.engine.stats_parse import parse_stats, record_counts
 from airflow_provider_deltalite.engine.storage import Storage
@@ -196,14 +201,17 @@ class Snapshot:
 
     def _parse_stats(self, schema: pa.Schema) -> pa.StructArray:
         self._require("stats")
+        return self.parse_file_stats(contiguous(self.raw_files.column("stats")), schema)
+
+    def parse_file_stats(self, raw: pa.Array, schema: pa.Schema) -> pa.StructArray:
+        """Parse the JSON statistics ``raw`` of some of this table's files (a batch of a `ReplayStream`) for the
+        columns of ``schema`` (a part of the data schema), with this table's physical names."""
         names = {
             f["name"]: physical_name(f, self.column_mapping_mode)
             for f in self.schema["fields"]
             if f["name"] not in self.partition_columns
         }
-        return parse_stats(
-            contiguous(self.raw_files.column("stats")), schema, physical_names=names, table_uri=self.table_uri
-        )
+        return parse_stats(raw, schema, physical_names=names, table_uri=self.table_uri)
 
     @cached_property
     def files(self) -> pa.Table:
@@ -512,6 +520,86 @@ def load_snapshot(
                 ) from None
 
 
+# `Snapshot.pruned_by` of the snapshot a `ReplayStream` carries: it holds no file, its files come in batches.
+STREAMED = "<files streamed>"
+
+
+@dataclass
+class ReplayStream:
+    """A table's state without its files (`snapshot`: protocol, metadata, schema, properties, domains, txns; it holds
+    no file and is never checkpointed), and its live files and tombstones a batch at a time (`batches`).
+
+    What a whole-table aggregation (health) needs: memory follows a batch, not the table. The commits after the
+    checkpoint are reconciled first, so each checkpoint batch arrives without the rows they supersede; their own
+    surviving actions come last.
+    """
+
+    snapshot: Snapshot
+    _batches: Callable[[], Iterator[tuple[pa.Table, pa.Table]]]
+    _removed_paths: Callable[[], pa.Array]
+
+    def removed_paths(self) -> pa.Array:
+        """The path of every remove the checkpoint and the commits hold (a superset of the tombstones' paths; the
+        checkpoint's ``remove.path`` column alone is read): what tells, while live files stream by, which of them
+        share a path with a tombstone (a file kept with a new deletion vector)."""
+        return self._removed_paths()
+
+    def batches(self) -> Iterator[tuple[pa.Table, pa.Table]]:
+        """(live adds, tombstones) per batch, in `Snapshot.raw_files` / `Snapshot.tombstones` layout."""
+        for adds, removes in self._batches():
+            yield adds.drop_columns(list(_INTERNAL)), removes.drop_columns(list(_INTERNAL))
+
+
+def stream_snapshot(
+    storage: Storage, version: int | None = None, *, file_fields: Iterable[str] | None = None
+) -> ReplayStream:
+    """The table at ``version`` (None: latest) as a `ReplayStream` (of the file actions only ``file_fields`` besides
+    the keys, when given). A checkpoint that cannot be opened falls back as `load_snapshot` does, to a replay held
+    in memory and handed out as one batch.
+
+    Raises:
+        TableNotFound, VersionNotFound, CorruptLog, ProtocolNotSupported: as `load_snapshot`.
+        CheckpointUnreadable: from `batches`, when a checkpoint part turns out unreadable while it is read.
+    """
+    fields = frozenset(file_fields) if file_fields is not None else None
+    segment = load_log_segment(storage, version)
+    uri = storage.table_uri
+    try:
+        sources = open_checkpoint(storage, segment.checkpoint) if segment.checkpoint else None
+    except CheckpointUnreadable:
+        whole = load_snapshot(storage, segment.version, file_fields=fields)
+        state = whole._state
+        held = (state.live, state.tombstones)
+        stones = state.tombstones.column("path")
+        return ReplayStream(_without_files(storage, state), lambda: iter([held]), lambda: contiguous(stones))
+    contents = _read_commits(storage, segment.commits)
+    non_file = (sources.non_file if sources else []) + find_non_file_actions(contents, uri)
+    folded = _fold_non_file(non_file, segment, uri)
+    partition_columns = _partition_physical_union(non_file, uri)
+    adds, removes = parse_commit_file_actions(contents, partition_columns, uri)
+    live, tombstones, superseded = reconcile_commits(adds, removes, _path_normalizer(storage))
+    empty = empty_file_actions(partition_columns)
+    state = _table_state(folded, *empty, segment, tuple(partition_columns), pruned_by=STREAMED, file_fields=fields)
+
+    def batches() -> Iterator[tuple[pa.Table, pa.Table]]:
+        if sources is not None:
+            yield from stream_checkpoint_file_actions(storage, sources, partition_columns, superseded, fields)
+        yield live, tombstones
+
+    def removed_paths() -> pa.Array:
+        paths = [contiguous(removes.column("path")).cast(pa.string())]
+        if sources is not None:
+            paths.append(checkpoint_remove_paths(storage, sources))
+        return pa.concat_arrays(paths)
+
+    return ReplayStream(Snapshot(storage, state), batches, removed_paths)
+
+
+def _without_files(storage: Storage, state: TableState) -> Snapshot:
+    live, tombstones = empty_file_actions(list(state.partition_union))
+    return Snapshot(storage, replace(state, live=live, tombstones=tombstones, pruned_by=STREAMED))
+
+
 def json_default(value: Any) -> Any:
     """JSON encoder fallback for values coming out of Arrow (dates, decimals, bytes)."""
     if hasattr(value, "isoformat"):
@@ -521,4 +609,13 @@ def json_default(value: Any) -> Any:
     return str(value)
 
 
-__all__ = ["PartitionFilter", "Snapshot", "TableState", "json_default", "load_snapshot"]
+__all__ = [
+    "STREAMED",
+    "PartitionFilter",
+    "ReplayStream",
+    "Snapshot",
+    "TableState",
+    "json_default",
+    "load_snapshot",
+    "stream_snapshot",
+]

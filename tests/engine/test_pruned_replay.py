@@ -391,3 +391,44 @@ def test_describe_and_vacuum_fields_give_what_the_whole_snapshot_gives_on_every_
             assert advance_snapshot(sizes, sizes.version) is None
         compared += 1
     assert compared >= 250
+
+
+# -- the table as a stream (health) --------------------------------------------------------------------------------
+
+
+def test_health_read_as_a_stream_equals_health_of_the_whole_snapshot_on_every_corpus_table(monkeypatch) -> None:
+    """`table_health` without a snapshot reads the table as a stream, checkpoint batches of 3 rows here (so partitions,
+    re-added paths and clustering bounds span batches); with the whole snapshot it sums one batch. Every figure of
+    every readable corpus table agrees, on its clustering columns and on its first data column."""
+    from airflow_provider_deltalite.engine import checkpoint_stream
+    from airflow_provider_deltalite.maintenance.health.compute import table_health
+
+    monkeypatch.setattr(checkpoint_stream, "BATCH_ROWS", 3)
+    compared = Counter()
+    for entry in corpus_tables():
+        if entry.role != "positive":
+            continue
+        table = DeltaTable(str(entry.path))
+        try:
+            whole = table.snapshot()
+        except DeltaLiteError:
+            continue
+        data_columns = [f["name"] for f in whole.schema["fields"] if f["name"] not in whole.partition_columns]
+        for columns in (None, data_columns[:1] or None):
+            try:
+                expected = table_health(table, snapshot=whole, columns=columns, now=1_800_000_000_000)
+            except DeltaLiteError:
+                compared["refused"] += 1
+                continue
+            streamed = table_health(table, columns=columns, now=1_800_000_000_000)
+            assert streamed.to_dict() == expected.to_dict(), entry.name
+            compared["tables"] += 1
+            compared["with a checkpoint"] += whole.segment.checkpoint is not None
+            compared["partitioned"] += bool(whole.partition_columns)
+            compared["with tombstones"] += expected.tombstones.files > 0
+            compared["with clustering figures"] += bool(expected.clustering)
+    assert compared["tables"] >= 400, compared
+    assert compared["with a checkpoint"] >= 50, compared
+    assert compared["partitioned"] >= 80, compared
+    assert compared["with tombstones"] >= 40, compared
+    assert compared["with clustering figures"] >= 150, compared

@@ -62,8 +62,28 @@ def given_columns(snapshot: Snapshot, names: Sequence[str]) -> tuple[MeasuredCol
         path = resolve_path(snapshot, name.strip())
         if path is None:
             raise InvalidArgument(f"column '{name}' is not in the table schema", snapshot.table_uri)
+        kind = _nested_kind(snapshot, path)
+        if kind is not None:
+            raise InvalidArgument(
+                f"column '{name}' is a {kind}: files keep min/max statistics of its leaf fields, name one of them",
+                snapshot.table_uri,
+            )
         out.append(MeasuredColumn(format_column(path), path))
     return tuple(out)
+
+
+def _nested_kind(snapshot: Snapshot, path: tuple[str, ...]) -> str | None:
+    """'struct', 'list' or 'map' when the column at ``path`` is one (no min/max to measure), else None."""
+    data_type: pa.DataType = snapshot.data_schema.field(path[0]).type
+    for segment in path[1:]:
+        if not pa.types.is_struct(data_type) or data_type.get_field_index(segment) < 0:
+            return None
+        data_type = data_type.field(segment).type
+    if pa.types.is_struct(data_type):
+        return "struct"
+    if pa.types.is_list(data_type) or pa.types.is_large_list(data_type) or pa.types.is_fixed_size_list(data_type):
+        return "list"
+    return "map" if pa.types.is_map(data_type) else None
 
 
 def choose_columns(

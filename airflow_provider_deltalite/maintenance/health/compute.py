@@ -1,36 +1,34 @@
 """`table_health`: a table's health at one version from its log and file statistics, per partition and in total.
 
-Everything runs on the snapshot's Arrow columns with NumPy: files are grouped by partition once (`partition_groups`),
-then every per-partition figure is a `bincount` over the group ids; no loop runs per file. Statistics are parsed
-for ``numRecords`` and the measured columns only, unless the snapshot has parsed them already.
+Without a snapshot the table is read as a stream (`engine.snapshot.stream_snapshot`: the checkpoint a batch at a time,
+without tags or row-tracking fields) and summed batch by batch (`accumulate.HealthAccumulator`); a snapshot the
+caller has loaded is summed as one batch. Per batch, files are grouped by partition and every per-partition figure is
+a `bincount` over the group ids; no loop runs per file. Statistics are parsed for ``numRecords`` and the measured
+columns only.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from airflow_provider_deltalite.engine.arrow_util import contiguous
 from airflow_provider_deltalite.engine.errors import InvalidArgument
-from airflow_provider_deltalite.engine.partition_values import parse_partition_values
 from airflow_provider_deltalite.engine.properties import DELETED_FILE_RETENTION_DURATION, TARGET_FILE_SIZE
-from airflow_provider_deltalite.engine.snapshot import Snapshot
+from airflow_provider_deltalite.engine.snapshot import Snapshot, stream_snapshot
 from airflow_provider_deltalite.engine.table import Table, parse_timestamp_ms
+from airflow_provider_deltalite.maintenance.health.accumulate import HealthAccumulator
 from airflow_provider_deltalite.maintenance.health.clustering_columns import (
     MeasuredColumn,
-    bounds,
     choose_columns,
     needs_zorder,
-    stats_schema,
 )
 from airflow_provider_deltalite.maintenance.health.clustering_quality import GroupClustering, group_clustering
-from airflow_provider_deltalite.maintenance.health.histogram import size_buckets
+from airflow_provider_deltalite.maintenance.health.histogram import buckets_of
 from airflow_provider_deltalite.maintenance.health.log_health import LogView, last_runs, log_health
 from airflow_provider_deltalite.maintenance.health.metrics import (
     GIB,
@@ -41,6 +39,8 @@ from airflow_provider_deltalite.maintenance.health.metrics import (
 from airflow_provider_deltalite.maintenance.health.tombstones import dead_tombstones, tombstone_figures
 
 DEFAULT_MIN_FILE_SIZE = GIB  # OPTIMIZE's default minimum file size without delta.targetFileSize
+# what health reads of the file actions besides their keys (everything but tags and row-tracking fields)
+HEALTH_FILE_FIELDS = frozenset({"size", "stats"})
 
 
 def table_health(
@@ -85,7 +85,16 @@ def table_health(
         now_ms = int(time.time() * 1000) if now is None else parse_timestamp_ms(now)
     except ValueError as exc:
         raise InvalidArgument(f"now: {exc}", uri) from None
-    snap = table.planning_snapshot(snapshot)
+    if snapshot is not None:
+        snap = table.planning_snapshot(snapshot)
+        batches: Iterable[tuple[pa.Table, pa.Table]] = [(snap.raw_files, snap.tombstones)]
+        removed = contiguous(snap.tombstones.column("path"))
+    else:
+        # the table as a stream: memory follows a batch of files (and the tombstones), not the table
+        stream = stream_snapshot(table.storage, file_fields=HEALTH_FILE_FIELDS)
+        snap = stream.snapshot
+        batches = stream.batches()
+        removed = stream.removed_paths()
     if columns:  # bad names fail before any work
         choose_columns(snap, columns, ())
     if min_file_size is None:
@@ -99,70 +108,52 @@ def table_health(
     measured, source = choose_columns(snap, columns, runs.zorder_columns)
     file_retention_ms = snap.properties.interval_ms(DELETED_FILE_RETENTION_DURATION)
 
-    live = snap.raw_files
-    tombstones = dead_tombstones(snap.tombstones, live.column("path"))
-    groups = partition_groups(snap, live, tombstones)
-    n_groups = len(groups.values)
-    g_live, g_dead = groups.live, groups.tombstones
-
-    sizes = contiguous(live.column("size")).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-    stats = _stats(snap, measured) if measured else None
-    records = contiguous(stats.field("numRecords")) if stats is not None else snap.num_records()
-    has_records = records.is_valid().to_numpy(zero_copy_only=False)
-    rows = records.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-    dv = contiguous(live.column("deletionVector"))
-    has_dv = dv.is_valid().to_numpy(zero_copy_only=False)
-    deleted = dv.field("cardinality").fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-    deleted = np.where(has_dv, deleted, 0)
-    small = sizes < min_file_size
-
-    def per_group(values: np.ndarray, ids: np.ndarray = g_live) -> np.ndarray:
-        return np.bincount(ids, weights=values, minlength=n_groups).astype(np.int64)
-
-    part_files = np.bincount(g_live, minlength=n_groups)
-    part_bytes = per_group(sizes)
-    part_rows = per_group(rows)
-    part_small = per_group(small.astype(np.int64))
-    part_small_bytes = per_group(np.where(small, sizes, 0))
-    part_deleted = per_group(deleted)
-    part_dv_files = per_group(has_dv.astype(np.int64))
-    attributed = g_dead >= 0
-    dead_sizes = contiguous(tombstones.column("size")).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-    part_dead = per_group(np.ones(int(attributed.sum()), np.int64), g_dead[attributed])
-    part_dead_bytes = per_group(dead_sizes[attributed], g_dead[attributed])
+    acc = HealthAccumulator(snap, measured, min_file_size)
+    for live, stones in batches:
+        acc.add(live, stones, removed)
+    tombstones = dead_tombstones(acc.all_tombstones(), acc.relive_paths())
+    dead_groups = acc.add_dead(tombstones)
+    n_groups = len(acc.partitions)
+    used = np.zeros(n_groups, bool)
+    used[acc.per_group("files") > 0] = True
+    used[dead_groups[dead_groups >= 0]] = True
+    order = acc.partitions.order(used)
 
     clustering_sums = []
-    for column in measured:
-        assert stats is not None
-        found = bounds(stats, column)
+    for k, column in enumerate(measured):
+        found = acc.column_bounds(k)
         if found is None:
             empty = np.zeros(n_groups, np.int64)
             clustering_sums.append((column, GroupClustering(empty, empty.astype(float), empty, empty, empty)))
         else:
-            clustering_sums.append((column, group_clustering(found[0], found[1], g_live, n_groups)))
+            groups, mins, maxs = found
+            clustering_sums.append((column, group_clustering(mins, maxs, groups, n_groups)))
 
+    part = {name: acc.per_group(name) for name in ("files", "bytes", "rows", "small", "small_bytes", "deleted")}
+    part_dv_files, part_dead, part_dead_bytes = (acc.per_group(n) for n in ("dv_files", "dead", "dead_bytes"))
     partitions = []
-    for i in groups.order:
+    for i in order:
         partitions.append(
             PartitionHealth(
-                partition_values=groups.values[i],
-                files=int(part_files[i]),
-                bytes=int(part_bytes[i]),
-                rows=int(part_rows[i]),
-                small_files=int(part_small[i]),
-                small_bytes=int(part_small_bytes[i]),
-                deleted_rows=int(part_deleted[i]),
+                partition_values=acc.partitions.as_dict(i),
+                files=int(part["files"][i]),
+                bytes=int(part["bytes"][i]),
+                rows=int(part["rows"][i]),
+                small_files=int(part["small"][i]),
+                small_bytes=int(part["small_bytes"][i]),
+                deleted_rows=int(part["deleted"][i]),
                 files_with_deletion_vectors=int(part_dv_files[i]),
                 tombstone_files=int(part_dead[i]),
                 tombstone_bytes=int(part_dead_bytes[i]),
-                clustering=tuple(_column_figures(c, sums, int(part_files[i]), [i]) for c, sums in clustering_sums),
+                clustering=tuple(_column_figures(c, sums, int(part["files"][i]), [i]) for c, sums in clustering_sums),
             )
         )
 
-    n_files = len(sizes)
-    total_rows = int(rows.sum())
-    total_deleted = int(deleted.sum())
-    total_small = int(small.sum())
+    n_files = acc.files
+    total_rows = int(part["rows"].sum())
+    total_deleted = int(part["deleted"].sum())
+    total_small = int(part["small"].sum())
+    counts, sums = acc.histogram
     return TableHealth(
         table_uri=uri,
         version=snap.version,
@@ -170,16 +161,16 @@ def table_health(
         partition_columns=tuple(snap.partition_columns),
         min_file_size=int(min_file_size),
         files=n_files,
-        bytes=int(sizes.sum()),
+        bytes=int(part["bytes"].sum()),
         rows=total_rows,
-        files_without_stats=int(n_files - has_records.sum()),
-        size_histogram=size_buckets(sizes),
+        files_without_stats=int(n_files - acc.with_records),
+        size_histogram=buckets_of(counts, sums),
         small_files=total_small,
-        small_bytes=int(sizes[small].sum()),
+        small_bytes=int(part["small_bytes"].sum()),
         small_file_share=total_small / n_files if n_files else 0.0,
         deleted_rows=total_deleted,
         deleted_row_share=total_deleted / total_rows if total_rows else 0.0,
-        files_with_deletion_vectors=int(has_dv.sum()),
+        files_with_deletion_vectors=int(part_dv_files.sum()),
         clustering_columns=tuple(c.name for c in measured),
         clustering_source=source,
         clustering=tuple(_column_figures(c, sums, n_files, list(range(n_groups))) for c, sums in clustering_sums),
@@ -208,84 +199,3 @@ def _column_figures(column: MeasuredColumn, sums: GroupClustering, files: int, g
         average_depth=float((depth_means * weights[has]).sum() / weights[has].sum()),
         max_depth=int(sums.max_depth[idx].max()),
     )
-
-
-def _stats(snap: Snapshot, measured: Sequence[MeasuredColumn]) -> pa.StructArray:
-    return snap.stats_for(stats_schema(snap, measured))
-
-
-class PartitionGroups:
-    """Live files and tombstones grouped by partition: a group id per file (-1 for a tombstone without partition
-    values on a partitioned table), each group's values as written in the log, and the groups' order by value."""
-
-    def __init__(self, live: np.ndarray, tombstones: np.ndarray, values: list[dict[str, Any]], order: list[int]):
-        self.live = live
-        self.tombstones = tombstones
-        self.values = values
-        self.order = order
-
-
-def partition_groups(snap: Snapshot, live: pa.Table, tombstones: pa.Table) -> PartitionGroups:
-    """Group the live files and the tombstones by their partition values (raw strings, null its own value)."""
-    n_live, n_dead = live.num_rows, tombstones.num_rows
-    if not snap.partition_columns:
-        values: list[dict[str, Any]] = [{}] if n_live or n_dead else []
-        return PartitionGroups(np.zeros(n_live, np.int64), np.zeros(n_dead, np.int64), values, list(range(len(values))))
-    physical = snap.partition_physical_names
-    live_pv = contiguous(live.column("partitionValues"))
-    dead_pv = contiguous(tombstones.column("partitionValues")) if n_dead else None
-    raw_columns = []
-    for name in physical:
-        parts = [_field_or_nulls(live_pv, name)]
-        if dead_pv is not None:
-            parts.append(_field_or_nulls(dead_pv, name))
-        raw_columns.append(pa.concat_arrays(parts))
-    key = np.zeros(n_live + n_dead, np.int64)
-    radix = 1
-    codes = []
-    for column in raw_columns:
-        encoded = pc.dictionary_encode(column, null_encoding="encode")
-        indices = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-        codes.append((encoded.dictionary, indices))
-        size = max(len(encoded.dictionary), 1)
-        if radix * size >= 2**62:  # too many combinations for one integer: renumber what exists so far
-            _, key = np.unique(key, return_inverse=True)
-            radix = int(key.max()) + 1
-        key = key * size + indices
-        radix *= size
-    unique_keys, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    inverse = inverse.astype(np.int64)
-    if dead_pv is not None and dead_pv.null_count:  # a remove without partitionValues belongs to no partition
-        dead_ids = np.where(dead_pv.is_valid().to_numpy(zero_copy_only=False), inverse[n_live:], -1)
-    else:
-        dead_ids = inverse[n_live:]
-    # groups only a value-less tombstone formed stay numbered but are never reported
-    used = np.zeros(len(unique_keys), bool)
-    used[inverse[:n_live]] = True
-    used[dead_ids[dead_ids >= 0]] = True
-    group_values = []
-    sort_keys = []
-    fields = {f["name"]: f for f in snap.schema["fields"]}
-    typed_columns = []
-    for logical, column in zip(snap.partition_columns, raw_columns, strict=True):
-        representatives = column.take(pa.array(first))
-        typed = parse_partition_values(
-            representatives, fields[logical]["type"], column=logical, table_uri=snap.table_uri
-        )
-        typed_columns.append((representatives.to_pylist(), typed.to_pylist()))
-    for g in range(len(unique_keys)):
-        group_values.append({c: typed_columns[j][0][g] for j, c in enumerate(snap.partition_columns)})
-        # None first, then by typed value (1 < 2 < 10 for integers, not "1" < "10" < "2")
-        sort_keys.append(tuple(_none_first(typed[g]) for _, typed in typed_columns))
-    order = sorted((g for g in range(len(unique_keys)) if used[g]), key=lambda g: sort_keys[g])
-    return PartitionGroups(inverse[:n_live], dead_ids, group_values, order)
-
-
-def _none_first(value: Any) -> tuple[int, Any]:
-    return (0, "") if value is None else (1, value)
-
-
-def _field_or_nulls(struct: pa.Array, name: str) -> pa.Array:
-    if pa.types.is_struct(struct.type) and struct.type.get_field_index(name) >= 0:
-        return contiguous(struct.field(name)).cast(pa.string())
-    return pa.nulls(len(struct), pa.string())

@@ -35,6 +35,13 @@ def bucket_counts(sizes: np.ndarray, edges: Sequence[int]) -> tuple[np.ndarray, 
 def size_buckets(sizes: np.ndarray, edges: Sequence[int] = SIZE_BUCKET_EDGES) -> tuple[SizeBucket, ...]:
     """The histogram of ``sizes`` as `SizeBucket`s (every bucket, empty ones included)."""
     counts, sums = bucket_counts(sizes, edges)
+    return buckets_of(counts, sums, edges)
+
+
+def buckets_of(
+    counts: np.ndarray, sums: np.ndarray, edges: Sequence[int] = SIZE_BUCKET_EDGES
+) -> tuple[SizeBucket, ...]:
+    """`SizeBucket`s from files and bytes per bucket (`bucket_counts`, summed over batches)."""
     uppers: list[int | None] = [*edges[1:], None]
     return tuple(
         SizeBucket(lower=int(lo), upper=None if up is None else int(up), files=int(c), bytes=int(b))
