@@ -1,24 +1,28 @@
-"""Planning one partition of a table of millions of files: what it costs as the table grows, against delta-rs.
+"""Cost that should follow the work, not the table: planning one partition, and whole-table reads, on logs of
+1M and 10M files, against delta-rs (issue 28).
 
 Logs are generated, not written by an engine (a 10M-file log takes minutes this way): a table of N files in P
 partitions (``p=p00000`` ...; N/P files each), as one commit per partition would leave it, checkpointed at version P
 by pyarrow directly in delta-rs' layout (classic single-file checkpoint, row groups of 1,048,576 rows as delta-rs'
 Parquet writer makes them, `add.partitionValues` a map, JSON stats), then three commits: (1) 20 new files in the
-planned partition and 10 of its files removed, (2) 10 files removed from each of 5 other partitions, (3) 20 new
-files in 5 other partitions. No data file exists: planning reads none.
+planned partition and 10 of its files removed, (2) 10 files removed from each of 5 other partitions, (3) 4 new files
+in each of those 5. No data file exists: none of the operations reads one.
 
 Per log, fresh processes, interleaved and rotated, medians of ``--reps``, the package bytecode-compiled first:
-- deltalite: ``deltalite optimize T --where "p = 'p00042'" --dry-run --json`` (what a user and the operators' plan
-  step run), checked: 1,010 files considered and planned into bins;
-- delta-rs 1.6.x: ``DeltaTable(T)`` and ``files([("p", "=", "p00042")])``, loading the table and listing that
-  partition, the least it needs to plan; checked: the same 1,010 paths.
+- plan: ``deltalite optimize T --where "p = 'p00042'" --dry-run --json`` (what a user and the operators' plan step
+  run; 1,010 files considered) and the same for ``p = '<the last partition>'`` (its rows are last in the checkpoint:
+  the worst case for a reader that cannot skip pages), against delta-rs 1.6.x ``DeltaTable(T)`` +
+  ``file_uris([("p", "=", part)])`` (load the table, list that partition: the least it needs to plan);
+- health: ``deltalite health T --json`` (no delta-rs equivalent; checked: the file count);
+- describe: ``deltalite describe T --json`` against ``process_cost.py``'s delta-rs describe (``DeltaTable(T)`` +
+  ``get_add_actions(flatten=False)``, sizes summed); checked: files and bytes agree.
 Whole-process wall and peak RSS (``wait4``), and the in-process call each child reports.
 
-Targets (issue 28): on the 1M-file log <= 300 MiB peak RSS and <= 1.0 s; on the 10M-file log <= 400 MiB; growth of
-deltalite's peak RSS from 1M to 10M files <= 1.3x.
+Targets (issue 28): plan on the 1M log <= 300 MiB and <= 1.0 s, on the 10M log <= 400 MiB, growth 1M -> 10M <= 1.3x;
+health of the 10M log <= 2.5 GiB and <= 60 s; describe <= 1.0x delta-rs' memory and time.
 
-Run: ``.venv/bin/python benchmarks/plan_partition.py`` (``--reps N``, ``--sizes 1M 10M``, ``--regenerate``,
-``--no-write``).
+Run: ``.venv/bin/python benchmarks/log_scale.py`` (``--reps N``, ``--sizes 1M 10M``, ``--only plan health describe``,
+``--regenerate``, ``--no-write``).
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from typing import Any
 import _harness as h
 
 HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results" / "plan_partition.json"
+RESULTS = HERE / "results" / "log_scale.json"
 CACHE = Path(tempfile.gettempdir()) / "deltalite-bench"
 LOG_FORMAT = 1
 SIZES = {"100k": (100_000, 100), "1M": (1_000_000, 1_000), "10M": (10_000_000, 10_000)}
@@ -47,6 +51,9 @@ TARGET_RSS_1M_MB = 300
 TARGET_WALL_1M_S = 1.0
 TARGET_RSS_10M_MB = 400
 TARGET_GROWTH = 1.3
+TARGET_HEALTH_10M_MB = 2560
+TARGET_HEALTH_10M_S = 60
+TARGET_DESCRIBE = 1.0
 CODE_UNDER_TEST = ("engine/**/*.py", "maintenance/*.py", "cli/*.py", "table.py")
 SCHEMA_STRING = json.dumps(
     {
@@ -253,35 +260,69 @@ def prepare_log(label: str, regenerate: bool) -> tuple[Path, dict[str, Any], str
     return table, info, f"generated in {info['generated_in_s']}s"
 
 
-def bench(label: str, table: Path, info: dict[str, Any], reps: int) -> dict[str, Any]:
+def _configs(table: Path, info: dict[str, Any], only: list[str]) -> dict[str, tuple[list[str], Any]]:
+    """Each configuration's argv and the check of what it printed (an error text, or None)."""
     pc = h.load_benchmark("process_cost")
-    part = part_name(TARGET_PARTITION)
-    argv = {
-        "deltalite": [
-            sys.executable,
-            "-c",
-            pc.DELTALITE_RUNNER,
-            "optimize",
-            str(table),
-            "--where",
-            f"p = '{part}'",
-            "--dry-run",
-            "--json",
-        ],
-        "delta-rs": [sys.executable, "-c", DELTARS_PLAN, str(table), part],
-    }
-    runs: dict[str, list[dict[str, Any]]] = {c: [] for c in argv}
+    runner = [sys.executable, "-c", pc.DELTALITE_RUNNER]
+    n_parts = SIZES[info["label"]][1]
+    first, last = part_name(TARGET_PARTITION), part_name(n_parts - 1)
+    per_part = info["partition_files"] - 10
+
+    def considered(expected: int) -> Any:
+        return lambda doc: None if doc.get("totalConsideredFiles") == expected else f"planned {doc}"
+
+    def listed(expected: int) -> Any:
+        return lambda doc: None if doc.get("files") == expected else f"listed {doc}"
+
+    def counted(doc: dict[str, Any]) -> str | None:
+        seen = doc.get("files", doc.get("numFiles"))
+        return None if seen == info["files"] else f"saw {seen} files, expected {info['files']}"
+
+    configs: dict[str, tuple[list[str], Any]] = {}
+    if "plan" in only:
+        where = [f"p = '{first}'", f"p = '{last}'"]
+        configs["plan deltalite"] = (
+            [*runner, "optimize", str(table), "--where", where[0], "--dry-run", "--json"],
+            considered(info["partition_files"]),
+        )
+        configs["plan delta-rs"] = (
+            [sys.executable, "-c", DELTARS_PLAN, str(table), first],
+            listed(info["partition_files"]),
+        )
+        configs["plan-last deltalite"] = (
+            [*runner, "optimize", str(table), "--where", where[1], "--dry-run", "--json"],
+            considered(per_part),
+        )
+        configs["plan-last delta-rs"] = ([sys.executable, "-c", DELTARS_PLAN, str(table), last], listed(per_part))
+    if "health" in only:
+        configs["health deltalite"] = ([*runner, "health", str(table), "--json"], counted)
+    if "describe" in only:
+        configs["describe deltalite"] = ([*runner, "describe", "--json", str(table)], counted)
+        configs["describe delta-rs"] = ([sys.executable, "-c", pc.DELTARS_DESCRIBE, str(table)], counted)
+    return configs
+
+
+def bench(label: str, table: Path, info: dict[str, Any], reps: int, only: list[str]) -> dict[str, Any]:
+    pc = h.load_benchmark("process_cost")
+    configs = _configs(table, {**info, "label": label}, only)
+    runs: dict[str, list[dict[str, Any]]] = {c: [] for c in configs}
     for rep in range(reps):
-        for config in h.rotated(list(argv), rep):
-            r = pc.run_process(argv[config], pc.child_env())
+        for config in h.rotated(list(configs), rep):
+            argv, check = configs[config]
+            r = pc.run_process(argv, pc.child_env())
             if "error" not in r:
-                doc = r["doc"]
-                seen = doc.get("totalConsideredFiles", doc.get("files"))
-                if seen != info["partition_files"]:
-                    r["error"] = f"saw {seen} files in the partition, expected {info['partition_files']}"
+                problem = check(r["doc"])
+                if problem:
+                    r["error"] = problem
             runs[config].append(r)
             pc.show(label, config, rep, r)
-    return {c: pc.summarise(rs) for c, rs in runs.items()}
+    summary = {c: pc.summarise(rs) for c, rs in runs.items()}
+    dl, rs = summary.get("describe deltalite", {}), summary.get("describe delta-rs", {})
+    if dl.get("ok") and rs.get("ok"):
+        a, b = dl["runs"][0]["doc"], rs["runs"][0]["doc"]
+        if a["sizeInBytes"] != b["sizeInBytes"]:
+            dl["ok"], dl["error"] = False, f"sizeInBytes {a['sizeInBytes']} vs delta-rs {b['sizeInBytes']}"
+    return summary
 
 
 def main() -> int:
@@ -291,6 +332,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--sizes", nargs="+", default=["1M", "10M"], choices=list(SIZES))
+    parser.add_argument(
+        "--only", nargs="+", default=["plan", "health", "describe"], choices=["plan", "health", "describe"]
+    )
     parser.add_argument("--regenerate", action="store_true")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
@@ -302,28 +346,34 @@ def main() -> int:
     for label in args.sizes:
         table, info, how = prepare_log(label, args.regenerate)
         print(f"{label}: {info['files']:,} files, version {info['version']} ({how})", flush=True)
-        summaries[label] = bench(label, table, info, args.reps)
+        summaries[label] = bench(label, table, info, args.reps, args.only)
         report["logs"][label] = {"info": info, "summary": summaries[label]}
-        pc.print_rows(f"plan one partition ({info['partition_files']} files) of the {label} log", summaries[label])
+        pc.print_rows(f"the {label} log (one partition: {info['partition_files']} files)", summaries[label])
     targets = []
 
     def med(label: str, config: str, key: str) -> float | None:
         return summaries.get(label, {}).get(config, {}).get(key)
 
-    if "1M" in summaries:
-        targets.append(
-            h.target("1M: deltalite peak RSS MiB", med("1M", "deltalite", "process_peak_rss_mb"), TARGET_RSS_1M_MB)
-        )
-        targets.append(h.target("1M: deltalite wall s", med("1M", "deltalite", "process_wall_s"), TARGET_WALL_1M_S))
-    if "10M" in summaries:
-        targets.append(
-            h.target("10M: deltalite peak RSS MiB", med("10M", "deltalite", "process_peak_rss_mb"), TARGET_RSS_10M_MB)
-        )
-    if "1M" in summaries and "10M" in summaries:
-        growth = h.ratio(med("10M", "deltalite", "process_peak_rss_mb"), med("1M", "deltalite", "process_peak_rss_mb"))
-        targets.append(h.target("deltalite RSS growth 1M -> 10M", growth, TARGET_GROWTH))
-    h.print_targets(targets)
+    rss, wall = "process_peak_rss_mb", "process_wall_s"
+    for config in ("plan deltalite", "plan-last deltalite"):
+        if med("1M", config, rss) is not None:
+            targets.append(h.target(f"1M {config}: peak RSS MiB", med("1M", config, rss), TARGET_RSS_1M_MB))
+            targets.append(h.target(f"1M {config}: wall s", med("1M", config, wall), TARGET_WALL_1M_S))
+        if med("10M", config, rss) is not None:
+            targets.append(h.target(f"10M {config}: peak RSS MiB", med("10M", config, rss), TARGET_RSS_10M_MB))
+        growth = h.ratio(med("10M", config, rss), med("1M", config, rss))
+        if growth is not None:
+            targets.append(h.target(f"{config}: RSS growth 1M -> 10M", growth, TARGET_GROWTH))
+    if med("10M", "health deltalite", rss) is not None:
+        targets.append(h.target("10M health: peak RSS MiB", med("10M", "health deltalite", rss), TARGET_HEALTH_10M_MB))
+        targets.append(h.target("10M health: wall s", med("10M", "health deltalite", wall), TARGET_HEALTH_10M_S))
+    for label in args.sizes:
+        for key, what in ((rss, "memory"), (wall, "time")):
+            r = h.ratio(med(label, "describe deltalite", key), med(label, "describe delta-rs", key))
+            if r is not None:
+                targets.append(h.target(f"{label} describe: {what} / delta-rs", r, TARGET_DESCRIBE))
     report["targets"] = targets
+    h.print_targets(targets)
     return h.finish(report, targets, RESULTS, started, not args.no_write)
 
 
