@@ -43,7 +43,9 @@ from airflow_provider_deltalite.engine.commit_file import (
     find_non_file_actions,
     parse_commit_file_actions,
 )
+from airflow_provider_deltalite.engine.conform import delta_type_to_arrow
 from airflow_provider_deltalite.engine.errors import CheckpointUnreadable, CorruptLog
+from airflow_provider_deltalite.engine.expressions import may_match_stats
 from airflow_provider_deltalite.engine.log_path import LOG_DIR, SIDECAR_DIR
 from airflow_provider_deltalite.engine.log_segment import CheckpointRef
 from airflow_provider_deltalite.engine.partition_filter import BoundPartitionFilter
@@ -261,7 +263,10 @@ def _file_batches(
         projection = [c for c in _checkpoint_projection(schema, False, fields) if c.split(".")[0] in kinds]
         with_parsed = [c for c in _checkpoint_projection(schema, True, fields) if c.split(".")[0] in kinds]
         stats_column = _leaf_index(pf, f"{A.ADD}.stats")
+        leaves = _leaf_indexes(pf)
         for rg in range(pf.num_row_groups):
+            if keep is not None and not _row_group_may_match(pf, rg, keep, leaves):
+                continue
             rows = _selected_rows(pf, rg, kinds, keep) if keep is not None else None
             if rows is not None and not rows.any():
                 continue
@@ -284,6 +289,83 @@ def _file_batches(
                     table = table.filter(pa.array(chosen))
                 a, r, seq = _file_actions_from_checkpoint_table(table, partition_columns, seq, superseded)
                 yield a, r
+
+
+# Bounds of this length may be truncated by their writer (the Parquet spec lets writers shorten string statistics;
+# parquet-mr and arrow-rs cut at 64 bytes where they do): a row group is never skipped on them.
+_TRUNCATION = 64
+_BOUNDED_TYPES = frozenset({"string", "byte", "short", "integer", "long", "date", "boolean"})
+
+
+def _leaf_indexes(pf: pq.ParquetFile) -> dict[str, int]:
+    schema = pf.metadata.schema
+    return {schema.column(i).path: i for i in range(len(schema))}
+
+
+def _row_group_may_match(pf: pq.ParquetFile, rg: int, keep: BoundPartitionFilter, leaves: dict[str, int]) -> bool:
+    """False only when the row group's statistics prove that none of its rows is kept: no remove in it (removes
+    carry no parsed partition values), and the adds' ``partitionValues_parsed`` bounds exclude the predicate.
+
+    Spark, deltalite and older delta-rs write ``add.partitionValues_parsed`` in checkpoints; its column chunk
+    statistics let a planner of one partition skip the row groups of the others without decoding them.
+    """
+    meta = pf.metadata.row_group(rg)
+    n = meta.num_rows
+
+    def stats(path: str) -> Any:
+        index = leaves.get(path)
+        if index is None:
+            return None
+        found = meta.column(index).statistics
+        return found if found is not None and found.has_null_count else None
+
+    if f"{A.REMOVE}.path" in leaves:
+        removes = stats(f"{A.REMOVE}.path")
+        if removes is None or removes.null_count != n:
+            return True
+    adds = stats(f"{A.ADD}.path")
+    if adds is None or not keep.columns:
+        return True
+    n_adds = n - adds.null_count
+    if n_adds == 0:
+        return False  # neither an add nor a remove in it
+    minimum: dict[str, Any] = {}
+    maximum: dict[str, Any] = {}
+    nulls: dict[str, int] = {}
+    types = []
+    for logical, physical, delta_type in keep.columns:
+        if delta_type not in _BOUNDED_TYPES:
+            return True  # timestamps, decimals, binary: bounds whose conversion is not worth a wrong skip
+        column = stats(f"{A.ADD}.partitionValues_parsed.{physical}")
+        if column is None:
+            return True
+        nulls[logical] = column.null_count - (n - n_adds)  # rows that are no add are null there too
+        if nulls[logical]:
+            # a null partition value and an add whose parsed values a writer left out look alike here
+            return True
+        if column.has_min_max:
+            low, high = column.min, column.max
+            if any(isinstance(v, (str, bytes)) and len(v) >= _TRUNCATION for v in (low, high)):
+                return True
+            minimum[logical], maximum[logical] = low, high
+        types.append(pa.field(logical, delta_type_to_arrow(delta_type)))
+    try:
+        values = pa.struct(types)
+        row = {"numRecords": n_adds, "minValues": minimum, "maxValues": maximum, "nullCount": nulls}
+        struct = pa.array(
+            [row],
+            pa.struct(
+                [
+                    ("numRecords", pa.int64()),
+                    ("minValues", values),
+                    ("maxValues", values),
+                    ("nullCount", pa.struct([(f.name, pa.int64()) for f in types])),
+                ]
+            ),
+        )
+        return bool(may_match_stats(keep.expr, struct, 1)[0].as_py())
+    except (pa.ArrowException, ValueError, TypeError, OverflowError):
+        return True  # bounds of an unexpected type: read the row group
 
 
 def _selected_rows(pf: pq.ParquetFile, rg: int, kinds: list[str], keep: BoundPartitionFilter) -> np.ndarray:

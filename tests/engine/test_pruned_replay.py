@@ -432,3 +432,57 @@ def test_health_read_as_a_stream_equals_health_of_the_whole_snapshot_on_every_co
     assert compared["partitioned"] >= 80, compared
     assert compared["with tombstones"] >= 40, compared
     assert compared["with clustering figures"] >= 150, compared
+
+
+def test_row_groups_of_other_partitions_are_skipped_on_their_parsed_partition_values(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A checkpoint with `add.partitionValues_parsed` (deltalite's writer, as Spark's, writes it with
+    `delta.checkpoint.writeStatsAsStruct`) rewritten in row
+    groups of 3 rows: planning one partition decodes the partition values of the row groups that may hold it only,
+    and the result is the full replay's and delta-rs's, a remove after the checkpoint included."""
+    import pyarrow.parquet as pq
+
+    from airflow_provider_deltalite.engine import checkpoint_stream
+
+    root = tmp_path / "t"
+    struct_stats = {"delta.checkpoint.writeStatsAsStruct": "true"}
+    for part in "abcdef":
+        for i in range(3):
+            data = pa.table({"id": [i], "p": [part]})
+            deltalake.write_deltalake(str(root), data, partition_by=["p"], mode="append", configuration=struct_stats)
+    write_checkpoint(load_snapshot(Storage(str(root))))
+    checkpoint = root / "_delta_log" / f"{17:020d}.checkpoint.parquet"
+    rows = pq.read_table(checkpoint)
+    assert "partitionValues_parsed" in rows.schema.field("add").type.names
+    pq.write_table(rows, checkpoint, row_group_size=3)
+    assert pq.ParquetFile(checkpoint).num_row_groups == 7  # 18 adds, protocol and metaData
+    storage = Storage(str(root))
+    full = load_snapshot(storage)
+    c_file = next(p for p in full.raw_files.column("path").to_pylist() if p.startswith("p=c"))
+    commit = [{"commitInfo": {"timestamp": 1_800_000_000_000}}, _remove(c_file, "c", 1_800_000_000_000, True)]
+    (root / "_delta_log" / f"{18:020d}.json").write_text("\n".join(map(json.dumps, commit)) + "\n")
+    full = load_snapshot(storage)
+    decoded: list[int] = []
+    real = checkpoint_stream._selected_rows
+
+    def counting(pf, rg, kinds, keep):
+        decoded.append(rg)
+        return real(pf, rg, kinds, keep)
+
+    monkeypatch.setattr(checkpoint_stream, "_selected_rows", counting)
+    # no partition is null: no row group's values are decoded for IS NULL
+    for predicate, least, most in (
+        ("p = 'c'", 1, 2),
+        ("p = 'a' OR p = 'f'", 2, 4),
+        ("p > 'd'", 1, 3),
+        ("p IS NULL", 0, 0),
+    ):
+        decoded.clear()
+        assert _check(storage, full, predicate, None)
+        assert least <= len(decoded) <= most, (predicate, decoded)
+    pruned = load_snapshot(storage, partition_filter=PartitionFilter("p = 'c'"))
+    assert sorted(pruned.raw_files.column("path").to_pylist()) == sorted(
+        normalise_path(p, root) for p in deltalake.DeltaTable(str(root)).file_uris([("p", "=", "c")])
+    )
+    assert len(pruned.raw_files) == 2
