@@ -10,13 +10,19 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from airflow_provider_deltalite.engine.errors import DeltaLiteError, InvalidArgument, VersionNotFound, redact_uri
+from airflow_provider_deltalite.engine.errors import (
+    DeltaLiteError,
+    InvalidArgument,
+    InvalidExpression,
+    VersionNotFound,
+    redact_uri,
+)
 from airflow_provider_deltalite.engine.history import history_entries, in_commit_timestamps_enabled, read_commit_info
 from airflow_provider_deltalite.engine.log_path import LogFileKind
 from airflow_provider_deltalite.engine.log_segment import earliest_version, list_log, load_log_segment
 from airflow_provider_deltalite.engine.partition_filter import PartitionFilter
 from airflow_provider_deltalite.engine.row_tracking import row_tracking_state
-from airflow_provider_deltalite.engine.snapshot import Snapshot, load_snapshot
+from airflow_provider_deltalite.engine.snapshot import Snapshot, load_snapshot, stream_snapshot
 from airflow_provider_deltalite.engine.storage import Storage
 from airflow_provider_deltalite.engine.transaction import Transaction, start_transaction
 
@@ -77,7 +83,6 @@ class Table:
 
         Raises:
             InvalidArgument: ``snapshot`` is of another table.
-            InvalidExpression: ``where`` does not parse or names a column that is not a partition column.
         """
         if snapshot is None:
             if where:
@@ -92,12 +97,16 @@ class Table:
         """The table with only the live files of the partitions ``where`` may select (`Snapshot.pruned_by`).
 
         What a rewrite of those partitions needs, in memory that follows them rather than the table. On a table that
-        assigns row ids the whole table is loaded: fresh row ids are checked against every live file's.
-
-        Raises:
-            InvalidExpression: ``where`` does not parse or names a column that is not a partition column.
+        assigns row ids the whole table is loaded: fresh row ids are checked against every live file's. A predicate
+        that does not bind as a partition predicate gives a snapshot without files, for the operation to refuse it.
         """
-        snapshot = load_snapshot(self.storage, version, partition_filter=PartitionFilter(where))
+        try:
+            snapshot = load_snapshot(self.storage, version, partition_filter=PartitionFilter(where))
+        except InvalidExpression:
+            # The operation refuses this predicate in its own words (a clustered table takes none; `where` names a
+            # data column): for that it needs the table's state, never its files. This snapshot holds none
+            # (`pruned_by` is STREAMED), and an operation given `where` binds it again before planning on it.
+            return stream_snapshot(self.storage, version).snapshot
         try:
             whole = row_tracking_state(snapshot).assigns_row_ids
         except DeltaLiteError:
