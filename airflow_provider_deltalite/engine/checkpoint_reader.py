@@ -84,12 +84,14 @@ def _map_lookup_many(column: pa.MapArray, keys: list[str]) -> list[pa.Array]:
     entry_values = column.items.slice(start, stop - start)
     if (
         len(keys) == 1
-        and stop - start == n
-        and column.null_count == 0
-        and (lengths == 1).all()
-        and pc.all(pc.equal(entry_keys, pa.scalar(keys[0], entry_keys.type))).as_py()
+        and (lengths <= 1).all()
+        and pc.all(pc.equal(entry_keys, pa.scalar(keys[0], entry_keys.type))).as_py() is not False
     ):
-        return [entry_values]  # one partition column, one entry per map: the entries are the values
+        # one partition column, at most one entry per map (the common checkpoint): the entries are the values
+        has = (lengths == 1) & column.is_valid().to_numpy(zero_copy_only=False)
+        if stop - start == n and has.all():
+            return [entry_values]
+        return [entry_values.take(pa.array(offsets[:-1] - start, mask=~has))]
     owner = np.repeat(np.arange(n, dtype=np.int64), lengths)
     # a null map may still have entries underneath; they are not its values
     live_entry = np.repeat(column.is_valid().to_numpy(zero_copy_only=False), lengths)
