@@ -12,7 +12,12 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from airflow_provider_deltalite.cli.arguments import add_optimize_arguments, add_vacuum_arguments, add_zorder_arguments
+from airflow_provider_deltalite.cli.arguments import (
+    add_history_argument,
+    add_optimize_arguments,
+    add_vacuum_arguments,
+    add_zorder_arguments,
+)
 from airflow_provider_deltalite.cli.common import (
     EXIT_ERROR,
     Parser,
@@ -93,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("checkpoint", parents=[common], help="write a checkpoint of the latest version")
     p.add_argument("table")
     p.add_argument("--cleanup-log", action="store_true", help="then delete log files past delta.logRetentionDuration")
+    add_history_argument(p)
     p.set_defaults(func=cmd_checkpoint)
 
     p = sub.add_parser("optimize", parents=[common], help="compact small files (bin packing, dataChange=false)")

@@ -227,11 +227,19 @@ def recorded(operation: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
 
 
 def history_storage_options(table: Any, history_uri: str) -> Mapping[str, Any] | None:
-    """The table's storage options (its credentials, endpoint and deltalite's own) when the history lives on the
-    same kind of store as the table; none for another store (a local history of an S3 table)."""
+    """The table's storage options for its history table (see `same_store_options`)."""
     storage = getattr(table, "storage", None)
     if storage is None:
         return None
-    if urlsplit(normalize_table_uri(history_uri)).scheme != urlsplit(storage.table_uri).scheme:
+    options = {**getattr(storage, "_options", {}), **getattr(storage, "_own_options", {})}
+    return same_store_options(storage.table_uri, options, history_uri)
+
+
+def same_store_options(
+    table_uri: str, storage_options: Mapping[str, Any] | None, history_uri: str
+) -> Mapping[str, Any] | None:
+    """The table's storage options (its credentials, endpoint and deltalite's own) when the history lives on the
+    same kind of store as the table; none for another store (a local history of an S3 table)."""
+    if urlsplit(normalize_table_uri(history_uri)).scheme != urlsplit(normalize_table_uri(table_uri)).scheme:
         return None
-    return {**getattr(storage, "_options", {}), **getattr(storage, "_own_options", {})}
+    return storage_options
