@@ -98,6 +98,7 @@ class LakeAction:
     """One action of one table's plan, ranked in the lake (``rank`` 1 first) and chosen or not (``reason``)."""
 
     table_uri: str
+    index: int  # the action's position in its table's plan
     operation: str
     partitions: tuple[dict[str, str | None], ...]
     estimate: Estimate
@@ -218,6 +219,7 @@ def plan_lake(
                 key = (2, -(per_gib or 0.0), nbytes, uri, index)
             entry = LakeAction(
                 table_uri=uri,
+                index=index,
                 operation=action.operation,
                 partitions=action.partitions,
                 estimate=action.estimate,
@@ -377,14 +379,39 @@ def _lake_plan(
         plan = known[uri].plan
         entries.append(LakeTablePlan(uri, kind, why, (), 0, 0, 0.0, {}, plan.version if plan else None))
     picked = [a for a in ranked if a.chosen]
-    total = Estimate(
-        bytes_read=sum(a.estimate.bytes_read for a in picked),
-        bytes_written=sum(a.estimate.bytes_written for a in picked),
-        files_removed=sum(a.estimate.files_removed for a in picked),
-        files_added=sum(a.estimate.files_added for a in picked),
-        files_deleted=sum(a.estimate.files_deleted for a in picked),
+    return LakePlan(now, budget, tuple(ranked), tuple(entries), _total(picked), sum(a.seconds for a in picked))
+
+
+def chosen_plan(lake_plan: LakePlan, table: LakeTable) -> MaintenancePlan | None:
+    """``table``'s own plan cut to the actions the lake chose, each held to its share of the budget: a rewrite reads
+    at most its estimate (``max_bytes_to_rewrite``), a VACUUM deletes at most the files the lake gave it; None when the
+    lake chose none of them. What ``deltalite maintain-lake`` runs per table."""
+    plan = table.plan
+    chosen = {a.index: a for a in lake_plan.actions if a.table_uri == table.table_uri and a.chosen}
+    if plan is None or not chosen:
+        return None
+    actions = []
+    for index, action in enumerate(plan.actions):
+        picked = chosen.get(index)
+        if picked is None:
+            continue
+        options = dict(action.options)
+        if action.operation in REWRITES:
+            options["max_bytes_to_rewrite"] = max(1, picked.estimate.bytes_read)
+        elif action.operation == "vacuum":
+            options["max_files_to_delete"] = max(1, picked.estimate.files_deleted)
+        actions.append(replace(action, options=options, estimate=picked.estimate))
+    return replace(plan, actions=tuple(actions), deferred=(), total=_total(actions))
+
+
+def _total(actions: Sequence[PlannedAction | LakeAction]) -> Estimate:
+    return Estimate(
+        bytes_read=sum(a.estimate.bytes_read for a in actions),
+        bytes_written=sum(a.estimate.bytes_written for a in actions),
+        files_removed=sum(a.estimate.files_removed for a in actions),
+        files_added=sum(a.estimate.files_added for a in actions),
+        files_deleted=sum(a.estimate.files_deleted for a in actions),
     )
-    return LakePlan(now, budget, tuple(ranked), tuple(entries), total, sum(a.seconds for a in picked))
 
 
 def measure_lake(
