@@ -6,6 +6,8 @@ work, written by delta-rs, with what each needs computed from the files on disk 
 - ``b_few3``: three files, below ``min_input_files`` (5): nothing to do;
 - ``d_vacuum``: two files, the first removed by a hand-written commit 30 days old: VACUUM deletes it;
 - ``f_excluded``: ten small files, excluded by the lake policy.
+
+The four compactions live under ``sales/``, the other three under ``ops/``: two prefixes, or one above both.
 """
 
 from __future__ import annotations
@@ -37,14 +39,15 @@ def data_sizes(path: Path) -> list[int]:
 class Lake:
     def __init__(self, root: Path) -> None:
         self.root = root
+        self.prefixes = [root / "sales", root / "ops"]
         for name, (files, rows) in REWRITES.items():
             for i in range(files):
-                _append(root / name, i * rows, rows)
+                _append(self.path(name), i * rows, rows)
         for i in range(3):
-            _append(root / "b_few3", i * 10, 10)
+            _append(self.path("b_few3"), i * 10, 10)
         for i in range(10):
-            _append(root / "f_excluded", i * 10, 10)
-        self.vacuum = root / "d_vacuum"
+            _append(self.path("f_excluded"), i * 10, 10)
+        self.vacuum = self.path("d_vacuum")
         _append(self.vacuum, 0, 10)
         _append(self.vacuum, 100, 10)
         log = self.vacuum / "_delta_log"
@@ -59,11 +62,14 @@ class Lake:
         (log / f"{2:020d}.json").write_text(json.dumps({"commitInfo": commit}) + "\n" + json.dumps({"remove": remove}))
         os.utime(self.removed_path, (old / 1000, old / 1000))
         # bytes each compaction reads and the files it removes less the one it writes: from the files on disk
-        self.rewrite_bytes = {name: sum(data_sizes(root / name)) for name in REWRITES}
+        self.rewrite_bytes = {name: sum(data_sizes(self.path(name))) for name in REWRITES}
         self.gain = {name: files - 1 for name, (files, _) in REWRITES.items()}
 
+    def path(self, name: str) -> Path:
+        return self.root / ("sales" if name in REWRITES else "ops") / name
+
     def uri(self, name: str) -> str:
-        return str(self.root / name)
+        return str(self.path(name))
 
     def ranked(self) -> list[str]:
         """The compactions by files removed per byte read, most first (ties: fewer bytes, then the name)."""

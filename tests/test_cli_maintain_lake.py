@@ -60,7 +60,7 @@ def test_a_run_maintains_the_chosen_tables_only_and_records_them(lake: Lake, pol
     chosen = lake.chosen_within(budget)
     history = tmp_path / "history"
     versions = lake.state()
-    out = run_cli("maintain-lake", lake.root, "--budget-bytes", budget, "--policy", policy, "--history", history)
+    out = run_cli("maintain-lake", *lake.prefixes, "--budget-bytes", budget, "--policy", policy, "--history", history)
     assert out.returncode == 0, out.stderr
     after = lake.state()
     for name in REWRITES:
@@ -86,7 +86,7 @@ def test_a_run_maintains_the_chosen_tables_only_and_records_them(lake: Lake, pol
             REWRITES[name][0],
             lake.rewrite_bytes[name],
         )
-        assert committed[name]["bytes_written"] == sum(data_sizes(lake.root / name)) - lake.rewrite_bytes[name]
+        assert committed[name]["bytes_written"] == sum(data_sizes(lake.path(name))) - lake.rewrite_bytes[name]
     lines = out.stdout.splitlines()
     assert [line.split(":")[0] for line in lines if line.startswith("ran ")] == [
         f"ran   {lake.uri(n)}" for n in ["d_vacuum", *chosen]
