@@ -39,9 +39,7 @@ from airflow_provider_deltalite.operators.maintenance import DeltaMaintenanceOpe
         "prefixes": Param(["/tmp/deltalite-example"], type="array", description="paths or URIs holding the tables"),
         "deltalite_conn_id": Param("", type="string", description="deltalite connection; empty: none"),
         "spark_conn_id": Param("spark_default", type="string"),
-        "policy": Param(
-            {}, type="object", description="lake policy; {}: the defaults"
-        ),
+        "policy": Param({}, type="object", description="lake policy; {}: the defaults"),
         "budget_bytes": Param(None, type=["null", "integer"], description="bytes all rewrites may read; null: none"),
         "budget_files": Param(None, type=["null", "integer"], description="files all VACUUMs may delete; null: none"),
         "budget_seconds": Param(None, type=["null", "number"], description="estimated wall time; null: none"),

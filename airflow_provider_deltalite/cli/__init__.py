@@ -27,7 +27,12 @@ from airflow_provider_deltalite.cli.common import (
 )
 from airflow_provider_deltalite.cli.health import add_health_arguments, cmd_health
 from airflow_provider_deltalite.cli.maintain import add_maintain_arguments, cmd_maintain
-from airflow_provider_deltalite.cli.maintain_lake import add_maintain_lake_arguments, cmd_maintain_lake
+from airflow_provider_deltalite.cli.maintain_lake import (
+    add_lake_health_arguments,
+    add_maintain_lake_arguments,
+    cmd_lake_health,
+    cmd_maintain_lake,
+)
 from airflow_provider_deltalite.cli.maintenance import (
     add_writer_arguments,
     cmd_checkpoint,
@@ -133,6 +138,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_maintain_lake_arguments(p)
     p.set_defaults(func=cmd_maintain_lake)
+
+    p = sub.add_parser("lake-health", parents=[common], help="every table under the prefixes, worst first")
+    add_lake_health_arguments(p)
+    p.set_defaults(func=cmd_lake_health)
 
     p = sub.add_parser("changes", parents=[common], help="commits after a version, classified (data ones by default)")
     p.add_argument("table")

@@ -78,7 +78,7 @@ def cmd_maintain_lake(args: argparse.Namespace) -> None:
     for prefix in args.prefixes:
         uris += [u for u in find_delta_tables(prefix, options, max_depth=args.max_depth) if u not in uris]
     tables = measure_lake(uris, policy, storage_options=options, max_workers=args.parallelism)
-    speeds = observed_speeds(args.history_uri, options) if args.history_uri else None
+    speeds = observed_speeds(args.history_uri, options, args.executor) if args.history_uri else None
     plan = plan_lake(tables, policy, budget, bytes_per_second=speeds)
     if not args.json:
         print_lake_plan(plan, len(args.prefixes))
@@ -92,11 +92,11 @@ def cmd_maintain_lake(args: argparse.Namespace) -> None:
         raise DeltaLiteError(f"{count(len(failed), 'table')} of {len(plan.chosen_tables)} failed: {'; '.join(failed)}")
 
 
-def observed_speeds(history_uri: str, options: dict[str, Any]) -> dict[str, float]:
-    """Bytes rewritten per second by table, from the history's committed rewrites (item 4 of issue 31)."""
+def observed_speeds(history_uri: str, options: dict[str, Any], executor: str) -> dict[str, float]:
+    """Bytes rewritten per second by table on ``executor``, from the history's committed rewrites."""
     from airflow_provider_deltalite.maintenance.history.speeds import rewrite_speeds
 
-    return rewrite_speeds(history_uri, options)
+    return rewrite_speeds(history_uri, options, executor=executor)
 
 
 def _run(
@@ -188,3 +188,61 @@ def print_lake_plan(plan: LakePlan, prefixes: int) -> None:
         f"total {count(len(plan.chosen_tables), 'table')} chosen: rewrite {human_size(total.bytes_read)}, "
         f"delete {count(total.files_deleted, 'file')}, about {plan.seconds:.1f} s"
     )
+
+
+def add_lake_health_arguments(p: argparse.ArgumentParser) -> None:
+    """``PREFIX...``, ``--html``, ``--history``, ``--max-depth`` and ``--parallelism``."""
+    p.add_argument("prefixes", nargs="+", metavar="PREFIX", help="paths or URIs holding Delta tables")
+    p.add_argument("--html", metavar="FILE", help="also write a self-contained page of the lake to FILE")
+    p.add_argument("--max-depth", type=int, default=3, metavar="N", help="directory levels searched per prefix (3)")
+    p.add_argument("--parallelism", type=positive_whole, default=4, metavar="N", help="tables measured at once (4)")
+    add_history_argument(p)
+
+
+def cmd_lake_health(args: argparse.Namespace) -> None:
+    from airflow_provider_deltalite.maintenance.discovery import find_delta_tables
+    from airflow_provider_deltalite.maintenance.history import check_history_table
+    from airflow_provider_deltalite.maintenance.history.speeds import last_runs
+    from airflow_provider_deltalite.maintenance.planner.lake import measure_lake
+    from airflow_provider_deltalite.report.lake_page import lake_entries
+
+    options = storage_options(args.storage_option)
+    if args.history_uri:
+        check_history_table(args.history_uri, options)
+    uris: list[str] = []
+    for prefix in args.prefixes:
+        uris += [u for u in find_delta_tables(prefix, options, max_depth=args.max_depth) if u not in uris]
+    tables = measure_lake(uris, storage_options=options, max_workers=args.parallelism)
+    entries = lake_entries(tables, last_runs(args.history_uri, options) if args.history_uri else None)
+    if args.html:
+        from airflow_provider_deltalite.report.lake_page import write_lake_page
+
+        write_lake_page(entries, args.html, f"Health of {', '.join(args.prefixes)}")
+    if args.json:
+        return print_json(
+            [
+                {
+                    "tableUri": e.table_uri,
+                    "health": e.health.to_dict() if e.health is not None else None,
+                    "lastMaintenance": e.last_maintenance,
+                    "error": e.error,
+                }
+                for e in entries
+            ]
+        )
+    for e in entries:
+        if e.health is None:
+            print(f"{e.table_uri}: {e.error}")
+            continue
+        h = e.health
+        print(
+            f"{e.table_uri}: {h.files:,} files, {h.small_file_share * 100:.1f}% small, "
+            f"{human_size(h.tombstones.reclaimable_bytes)} reclaimable, last maintenance "
+            + (
+                time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(e.last_maintenance / 1000))
+                if e.last_maintenance
+                else "never"
+            )
+        )
+    if args.html:
+        print(f"page  {args.html}")

@@ -189,3 +189,32 @@ def test_a_table_with_another_schema_is_refused(tmp_path: Path) -> None:
         f"table {other}: the operations history table's schema is not the history schema: it has no column 'table_uri'"
     )
     assert check_history_table(str(tmp_path / "absent")) is None
+
+
+def test_rewrite_speeds_are_bytes_over_seconds_per_table_and_executor(tmp_path: Path) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from airflow_provider_deltalite.maintenance.history.speeds import rewrite_speeds
+
+    start = datetime(2026, 12, 1, tzinfo=UTC)
+
+    def row(uri: str, operation: str, nbytes: int, seconds: float, executor: str, outcome: str = "committed") -> dict:
+        return {"table_uri": uri, "operation": operation, "start_time": start,
+                "end_time": start + timedelta(seconds=seconds), "bytes_read": nbytes, "executor": executor,
+                "outcome": outcome}  # fmt: skip
+
+    uri = str(tmp_path / "history")
+    append_history(
+        uri,
+        [
+            row("/a", "optimize", 100, 2.0, "local"),
+            row("/a", "zorder", 500, 3.0, "local"),  # /a: 600 bytes in 5 s
+            row("/a", "optimize", 9999, 1.0, "spark"),  # another executor
+            row("/a", "optimize", 9999, 1.0, "local", "error"),  # failed runs say nothing about speed
+            row("/a", "vacuum", 9999, 1.0, "local"),  # not a rewrite
+            row("/b", "cluster", 300, 0.5, "local"),
+        ],
+    )
+    assert rewrite_speeds(uri, executor="local") == {"/a": 120.0, "/b": 600.0}
+    assert rewrite_speeds(uri, executor="spark") == {"/a": 9999.0}
+    assert rewrite_speeds(str(tmp_path / "none")) == {}

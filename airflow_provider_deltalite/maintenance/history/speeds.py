@@ -50,3 +50,14 @@ def pa_strings(values: tuple[str, ...]) -> Any:
     import pyarrow as pa
 
     return pa.array(values, pa.string())
+
+
+def last_runs(history_uri: str, storage_options: Mapping[str, Any] | None = None) -> dict[str, int]:
+    """The end of each table's newest committed operation in the history, epoch ms, by table URI."""
+    rows = read_history(history_uri, storage_options)
+    committed = rows.filter(pc.equal(rows["outcome"], "committed"))
+    out: dict[str, int] = {}
+    for uri, end in zip(committed["table_uri"].to_pylist(), committed["end_time"].to_pylist(), strict=True):
+        ms = int(end.timestamp() * 1000)
+        out[uri] = max(out.get(uri, ms), ms)
+    return out
