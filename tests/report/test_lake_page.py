@@ -18,9 +18,8 @@ from airflow_provider_deltalite.maintenance.planner.lake import LakeTable
 from airflow_provider_deltalite.report.health_page import write_health_page
 from airflow_provider_deltalite.report.lake_page import lake_entries, write_lake_page
 from tests.maintenance.lake_inputs import HOUR_MS, NOW, health
-from tests.report.test_health_page import (  # noqa: F401 - the browser fixture
+from tests.report.test_health_page import (
     NASTY,
-    browser,
     colour_counts,
     open_page,
     png_rgb,
