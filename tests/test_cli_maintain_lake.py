@@ -150,3 +150,31 @@ def test_a_history_that_is_not_a_history_table_is_refused(lake: Lake, tmp_path: 
         "(it holds files but no _delta_log)"
     )
     assert tree_state(tmp_path) == before
+
+
+def test_the_time_budget_uses_the_speed_the_history_observed(lake: Lake, policy: Path, tmp_path: Path) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from airflow_provider_deltalite.maintenance.history import append_history
+
+    history = tmp_path / "history"
+    start = datetime(2026, 11, 30, tzinfo=UTC)
+    # c_small12 was rewritten at 10 bytes per second on the local executor: its 10 KiB now take about 17 minutes
+    slow = {"table_uri": lake.uri("c_small12"), "operation": "optimize", "outcome": "committed", "executor": "local",
+            "start_time": start, "end_time": start + timedelta(seconds=100), "bytes_read": 1000}  # fmt: skip
+    append_history(str(history), [slow, {**slow, "executor": "spark", "bytes_read": 10**12}])
+    out = run_cli(
+        "maintain-lake", lake.root, "--policy", policy, "--budget-seconds", 60, "--history", history, "--dry-run",
+        "--json",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    plan = json.loads(out.stdout)["lakePlan"]
+    [c] = [a for a in plan["actions"] if a["tableUri"] == lake.uri("c_small12")]
+    assert c["seconds"] == lake.rewrite_bytes["c_small12"] / 10
+    assert (c["chosen"], c["reason"]) == (
+        False,
+        f"budget: an estimated {c['seconds']:.0f} s does not fit the 60 s left",
+    )
+    chosen = sorted(Path(t["tableUri"]).name for t in plan["tables"] if t["chosen"])
+    assert chosen == sorted(n for n in [*REWRITES, "d_vacuum"] if n != "c_small12")
+    assert len(deltalake.DeltaTable(str(history)).to_pyarrow_table()) == 2  # a dry run adds no row
