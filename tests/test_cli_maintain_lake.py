@@ -178,3 +178,47 @@ def test_the_time_budget_uses_the_speed_the_history_observed(lake: Lake, policy:
     chosen = sorted(Path(t["tableUri"]).name for t in plan["tables"] if t["chosen"])
     assert chosen == sorted(n for n in [*REWRITES, "d_vacuum"] if n != "c_small12")
     assert len(deltalake.DeltaTable(str(history)).to_pyarrow_table()) == 2  # a dry run adds no row
+
+
+def test_lake_health_lists_the_tables_worst_first(lake: Lake, tmp_path: Path) -> None:
+    page = tmp_path / "lake.html"
+    before = tree_state(lake.root)
+    out = run_cli("lake-health", *lake.prefixes, "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    # every table is all small files (100%) but d_vacuum: its one live file of two is small too; ties go by the
+    # reclaimable bytes (only d_vacuum has some), then the URI
+    uris = [e["tableUri"] for e in doc]
+    assert uris[0] == lake.uri("d_vacuum")
+    assert uris[1:] == sorted(lake.uri(n) for n in [*REWRITES, "b_few3", "f_excluded"])
+    files = {Path(e["tableUri"]).name: e["health"]["files"] for e in doc}
+    assert files == {**{n: f for n, (f, _) in REWRITES.items()}, "b_few3": 3, "d_vacuum": 1, "f_excluded": 10}
+    assert doc[0]["health"]["tombstones"]["reclaimableBytes"] == lake.removed_path.stat().st_size
+    assert all(e["lastMaintenance"] is None for e in doc)
+    out = run_cli("lake-health", lake.root, "--html", page)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[-1] == f"page  {page}"
+    assert len(out.stdout.splitlines()) == len(doc) + 1
+    assert page.read_text().startswith("<!DOCTYPE html>")
+    assert tree_state(lake.root) == before
+
+
+def test_health_with_history_needs_html_and_a_history_table(lake: Lake, tmp_path: Path) -> None:
+    not_delta = tmp_path / "notes"
+    not_delta.mkdir()
+    (not_delta / "a.txt").write_text("x")
+    table = lake.uri("a_small8")
+    assert cli_failure("health", table, "--history", not_delta) == (
+        "deltalite: error: --history draws a panel of the page: it needs --html"
+    )
+    assert cli_failure("health", table, "--history", not_delta, "--html", tmp_path / "p.html") == (
+        f"deltalite: error: table {not_delta}: the operations history location is not a Delta table (it holds files "
+        "but no _delta_log)"
+    )
+    assert cli_failure("lake-health", lake.root, "--history", not_delta).endswith("(it holds files but no _delta_log)")
+    assert not (tmp_path / "p.html").exists()
+    history = tmp_path / "history"
+    assert run_cli("optimize", table, "--history", history).returncode == 0
+    out = run_cli("health", table, "--history", history, "--html", tmp_path / "p.html")
+    assert out.returncode == 0, out.stderr
+    assert "Files and bytes over time, maintenance runs marked" in (tmp_path / "p.html").read_text()
