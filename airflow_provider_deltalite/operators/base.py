@@ -127,6 +127,9 @@ class DeltaLiteSparkJobOperator(SparkSubmitOperator):
             ``./environment/bin/python`` with a packed virtualenv in ``archives``; default: this interpreter for a
             local or standalone master, the cluster's default otherwise.
         engine_zip_dir: where the engine zip is cached (default: a private directory under the temp dir).
+        history_uri: the operations history Delta table each operation appends a row to (default: the connection's
+            ``history_uri`` field, else none); a location that cannot hold it fails the task before Spark
+            (templated).
         **kwargs: SparkSubmitOperator's arguments (``conf``, ``executor_memory``, ``archives``, ``deploy_mode``...)
             and BaseOperator's. ``application``, ``application_args`` and ``conn_id`` are set by the operator.
     """
