@@ -221,3 +221,31 @@ def test_a_rule_overrides_policy_keys_for_matching_tables() -> None:
     assert (orders.policy.min_input_files, orders.policy.vacuum_mode, orders.cooldown_hours) == (8, "lite", 48.0)
     assert (other.policy.min_input_files, other.policy.vacuum_mode, other.cooldown_hours) == (8, "full", 0.0)
     assert LakePolicy.from_mapping(policy.to_dict()) == policy
+
+
+def test_chosen_plan_keeps_the_chosen_actions_with_their_shares() -> None:
+    from airflow_provider_deltalite.maintenance.planner.lake import chosen_plan
+
+    tables = [
+        table(
+            "/l/m",
+            (
+                action("optimize", read=10 * MIB, removed=20, added=1),
+                action("zorder", read=500 * MIB, removed=40, added=1),
+                action("vacuum", deleted=30),
+            ),
+            reclaimable_files=30,
+            reclaimable_bytes=30_000,
+        )
+    ]
+    plan = plan_lake(tables, None, LakeBudget(bytes_rewritten=100 * MIB, files_deleted=7), now=NOW)
+    cut = chosen_plan(plan, tables[0])
+    assert cut is not None
+    assert [(a.operation, a.options) for a in cut.actions] == [
+        ("optimize", {"max_bytes_to_rewrite": 10 * MIB}),
+        ("vacuum", {"max_files_to_delete": 7}),
+    ]
+    assert (cut.total.bytes_read, cut.total.files_deleted, cut.deferred) == (10 * MIB, 7, ())
+    [entry] = plan.tables
+    assert entry.reason == "2 actions within the budget; zorder deferred by the budget"
+    assert chosen_plan(plan_lake(tables, None, LakeBudget(bytes_rewritten=1), now=NOW), lake()[4]) is None
