@@ -148,8 +148,7 @@ class LakePlan:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-ready form (camelCase keys): ``deltalite maintain-lake --json`` and the DAG's XCom."""
-        out = plain(replace(self, budget=LakeBudget()))
-        out["budget"] = self.budget.to_dict()
+        out = plain(self)
         for action, data in zip(self.actions, out["actions"], strict=True):
             data["gain"]["files"] = action.gain.files
         for table, data in zip(self.tables, out["tables"], strict=True):
