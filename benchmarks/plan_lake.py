@@ -8,7 +8,8 @@ compaction and most a checkpoint. Cached under the system temp dir.
 Each run is a fresh subprocess, the package bytecode-compiled first:
 
   inproc:  imports done, then `measure_lake` with 1 thread and with 4 (the tables' health and plans; the results are
-           checked equal), then `plan_lake` over them (wall and CPU of each); peak RSS of the process.
+           checked equal; which runs first alternates per rep), then `plan_lake` over them (wall and CPU of each);
+           peak RSS of the process.
   history: 20 appends of one row each to a fresh history table: deltalite's `append_history` beside delta-rs 1.6.3
            `write_deltalake(mode="append")` of the same row (same schema, snappy), the median per append.
   cli:     `deltalite maintain-lake DIR --dry-run --json`, the whole process (wall, from the parent).
@@ -92,7 +93,8 @@ def lake_path(tables: int, commits: int, regenerate: bool) -> Path:
     return root
 
 
-def child_inproc(root: str) -> None:
+def child_inproc(arg: str) -> None:
+    root, first = arg.rsplit(":", 1)  # which thread count runs first (rotated per rep: the first one warms caches)
     sys.path.insert(0, str(h.REPO))
     import pyarrow as pa
 
@@ -108,8 +110,10 @@ def child_inproc(root: str) -> None:
         return value, time.perf_counter() - wall0, time.process_time() - cpu0
 
     uris = find_delta_tables(root)
-    one, one_s, one_cpu = timed(lambda: measure_lake(uris, max_workers=1, now=NOW_MS))
-    four, four_s, four_cpu = timed(lambda: measure_lake(uris, max_workers=4, now=NOW_MS))
+    runs = {}
+    for workers in (1, 4) if first == "1" else (4, 1):
+        runs[workers] = timed(lambda workers=workers: measure_lake(uris, max_workers=workers, now=NOW_MS))
+    (one, one_s, one_cpu), (four, four_s, four_cpu) = runs[1], runs[4]
     assert [(t.table_uri, t.plan) for t in one] == [(t.table_uri, t.plan) for t in four]
     budget = LakeBudget(bytes_rewritten=sum(t.plan.total.bytes_read for t in one if t.plan) // 3)
     plan, plan_s, plan_cpu = timed(lambda: plan_lake(four, None, budget, now=NOW_MS))
@@ -203,7 +207,8 @@ def main() -> int:
     before = h.code_under_test(CODE)
     runs = []
     for rep in range(args.reps):
-        result = h.run_child_or_exit(__file__, ["--child", str(root)], CHILD_TIMEOUT_S)
+        first = h.rotated(["1", "4"], rep)[0]
+        result = h.run_child_or_exit(__file__, ["--child", f"{root}:{first}"], CHILD_TIMEOUT_S)
         for engine in h.rotated(["deltalite", "delta-rs"], rep):
             result.update(h.run_child_or_exit(__file__, ["--history", engine], CHILD_TIMEOUT_S))
         result.update(run_cli(root))
