@@ -59,12 +59,8 @@ def deltalite_maintain_lake() -> None:
         history_uri: str,
     ) -> dict[str, Any]:
         from airflow_provider_deltalite.hooks.deltalite import DeltaLiteHook
-        from airflow_provider_deltalite.maintenance.discovery import find_delta_tables
-        from airflow_provider_deltalite.maintenance.history import check_history_table
-        from airflow_provider_deltalite.maintenance.history.speeds import rewrite_speeds
-        from airflow_provider_deltalite.maintenance.planner.lake import measure_lake, plan_lake
         from airflow_provider_deltalite.maintenance.planner.lake_policy import LakeBudget, LakePolicy
-        from airflow_provider_deltalite.table import DeltaTable
+        from airflow_provider_deltalite.maintenance.planner.lake_prefixes import plan_prefixes
 
         # bad input (a budget of zero or below, an unknown policy key, a history that is no history table) fails
         # here, before any table is read
@@ -72,20 +68,16 @@ def deltalite_maintain_lake() -> None:
         lake_policy = LakePolicy.from_value(policy)
         hook = DeltaLiteHook(deltalite_conn_id or None)
         history = hook.resolve_table_uri(history_uri) if history_uri else hook.history_uri()
-        speeds = None
-        if history:
-            options = hook.get_storage_options(history)
-            speeds = rewrite_speeds(history, options) if check_history_table(history, options) else None
-        uris: list[str] = []
-        for prefix in [prefixes] if isinstance(prefixes, str) else prefixes:
-            uri = hook.resolve_table_uri(prefix)
-            uris += [u for u in find_delta_tables(uri, hook.get_storage_options(uri)) if u not in uris]
-
-        def open_table(uri: str) -> DeltaTable:
-            return DeltaTable(uri, storage_options=hook.get_storage_options(uri))
-
-        tables = measure_lake(uris, lake_policy, open_table=open_table)
-        return plan_lake(tables, lake_policy, budget, bytes_per_second=speeds).to_dict()
+        prefixes = [prefixes] if isinstance(prefixes, str) else prefixes
+        lake_plan, _ = plan_prefixes(
+            [hook.resolve_table_uri(p) for p in prefixes],
+            lake_policy,
+            budget,
+            storage_options=hook.get_storage_options,
+            history_uri=history,
+            executor="spark",  # the mapped tasks run their actions on Spark
+        )
+        return lake_plan.to_dict()
 
     @task
     def chosen(lake_plan: dict[str, Any]) -> list[dict[str, Any]]:

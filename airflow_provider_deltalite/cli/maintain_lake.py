@@ -62,24 +62,24 @@ def add_maintain_lake_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_maintain_lake(args: argparse.Namespace) -> None:
-    from airflow_provider_deltalite.maintenance.discovery import find_delta_tables
-    from airflow_provider_deltalite.maintenance.history import check_history_table
-    from airflow_provider_deltalite.maintenance.planner.lake import measure_lake, plan_lake
     from airflow_provider_deltalite.maintenance.planner.lake_policy import LakeBudget, LakePolicy
+    from airflow_provider_deltalite.maintenance.planner.lake_prefixes import plan_prefixes
 
     options = storage_options(args.storage_option)
     budget = LakeBudget(args.budget_bytes, args.budget_files, args.budget_seconds)
     policy = LakePolicy.from_file(args.policy) if args.policy else LakePolicy()
     if args.executor != "spark" and args.spark_master:
         raise ValueError("--spark-master needs --executor spark")
-    if args.history_uri:
-        check_history_table(args.history_uri, options)
-    uris: list[str] = []
-    for prefix in args.prefixes:
-        uris += [u for u in find_delta_tables(prefix, options, max_depth=args.max_depth) if u not in uris]
-    tables = measure_lake(uris, policy, storage_options=options, max_workers=args.parallelism)
-    speeds = observed_speeds(args.history_uri, options, args.executor) if args.history_uri else None
-    plan = plan_lake(tables, policy, budget, bytes_per_second=speeds)
+    plan, tables = plan_prefixes(
+        args.prefixes,
+        policy,
+        budget,
+        storage_options=lambda _: options,
+        history_uri=args.history_uri,
+        executor=args.executor,
+        max_depth=args.max_depth,
+        max_workers=args.parallelism,
+    )
     if not args.json:
         print_lake_plan(plan, len(args.prefixes))
     runs: dict[str, Any] = {}
@@ -90,13 +90,6 @@ def cmd_maintain_lake(args: argparse.Namespace) -> None:
         print_json({"lakePlan": plan.to_dict(), "runs": runs if not args.dry_run else None})
     if failed:
         raise DeltaLiteError(f"{count(len(failed), 'table')} of {len(plan.chosen_tables)} failed: {'; '.join(failed)}")
-
-
-def observed_speeds(history_uri: str, options: dict[str, Any], executor: str) -> dict[str, float]:
-    """Bytes rewritten per second by table on ``executor``, from the history's committed rewrites."""
-    from airflow_provider_deltalite.maintenance.history.speeds import rewrite_speeds
-
-    return rewrite_speeds(history_uri, options, executor=executor)
 
 
 def _run(
@@ -200,18 +193,16 @@ def add_lake_health_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_lake_health(args: argparse.Namespace) -> None:
-    from airflow_provider_deltalite.maintenance.discovery import find_delta_tables
     from airflow_provider_deltalite.maintenance.history import check_history_table
     from airflow_provider_deltalite.maintenance.history.speeds import last_runs
     from airflow_provider_deltalite.maintenance.planner.lake import measure_lake
+    from airflow_provider_deltalite.maintenance.planner.lake_prefixes import tables_under
     from airflow_provider_deltalite.report.lake_page import lake_entries
 
     options = storage_options(args.storage_option)
     if args.history_uri:
         check_history_table(args.history_uri, options)
-    uris: list[str] = []
-    for prefix in args.prefixes:
-        uris += [u for u in find_delta_tables(prefix, options, max_depth=args.max_depth) if u not in uris]
+    uris = tables_under(args.prefixes, lambda _: options, max_depth=args.max_depth)
     tables = measure_lake(uris, storage_options=options, max_workers=args.parallelism)
     entries = lake_entries(tables, last_runs(args.history_uri, options) if args.history_uri else None)
     if args.html:
