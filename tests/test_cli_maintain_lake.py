@@ -222,3 +222,20 @@ def test_health_with_history_needs_html_and_a_history_table(lake: Lake, tmp_path
     out = run_cli("health", table, "--history", history, "--html", tmp_path / "p.html")
     assert out.returncode == 0, out.stderr
     assert "Files and bytes over time, maintenance runs marked" in (tmp_path / "p.html").read_text()
+
+
+def test_a_history_that_cannot_be_written_is_one_warning_line_and_the_run_succeeds(tmp_path: Path) -> None:
+    table = tmp_path / "t"
+    for i in range(6):
+        deltalake.write_deltalake(str(table), pa.table({"id": [i]}), mode="append")
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    history = a_file / "history"  # passes the check (nothing there), but no table can be created under a file
+    out = run_cli("optimize", table, "--history", history, "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["committedVersion"] == 6
+    assert deltalake.DeltaTable(str(table)).version() == 6
+    assert out.stderr.splitlines() == [
+        f"deltalite: warning: the operations history {history} was not written: FileNotFoundError: "
+        "_delta_log/00000000000000000000.json"
+    ]
