@@ -218,3 +218,23 @@ def test_rewrite_speeds_are_bytes_over_seconds_per_table_and_executor(tmp_path: 
     assert rewrite_speeds(uri, executor="local") == {"/a": 120.0, "/b": 600.0}
     assert rewrite_speeds(uri, executor="spark") == {"/a": 9999.0}
     assert rewrite_speeds(str(tmp_path / "none")) == {}
+
+
+def test_outcomes_of_errors_name_conflicts_and_keep_foreign_messages_out() -> None:
+    from airflow_provider_deltalite.engine.errors import ConcurrentDeleteRead
+    from airflow_provider_deltalite.maintenance.history.record import error_row
+
+    lost = ConcurrentDeleteRead(
+        "a file this OPTIMIZE read was removed", "/t", winning_version=9, winning_operation="DELETE"
+    )
+    assert error_row(lost) == {
+        "outcome": "conflict",
+        "error_class": "ConcurrentDeleteRead",
+        "error_message": "table /t: a file this OPTIMIZE read was removed; conflicting commit: version 9 (DELETE)",
+    }
+    # another library's message may hold anything (a signed URL, a key): only its class is kept
+    assert error_row(OSError("https://bucket.s3/key?X-Amz-Signature=abc")) == {
+        "outcome": "error",
+        "error_class": "OSError",
+        "error_message": None,
+    }
