@@ -69,6 +69,7 @@ class DeltaTable(Table):
         full: bool = False,
         min_cube_size: int | None = None,
         max_bytes_to_rewrite: int | None = None,
+        history_uri: str | None = None,
         executor: Executor | None = None,
         max_concurrent_tasks: int | None = None,
         writer_options: WriterOptions | None = None,
@@ -95,6 +96,7 @@ class DeltaTable(Table):
                 "full": full,
                 "min_cube_size": min_cube_size,
                 "max_bytes_to_rewrite": max_bytes_to_rewrite,
+                "history_uri": history_uri,
             },
             self.uri,
         )
@@ -122,6 +124,7 @@ class DeltaTable(Table):
         noise: bool = True,
         run_bytes: int = DEFAULT_RUN_BYTES,
         max_bytes_to_rewrite: int | None = None,
+        history_uri: str | None = None,
         executor: Executor | None = None,
         max_concurrent_tasks: int | None = None,
         writer_options: WriterOptions | None = None,
@@ -147,6 +150,7 @@ class DeltaTable(Table):
                 "noise": noise,
                 "run_bytes": run_bytes,
                 "max_bytes_to_rewrite": max_bytes_to_rewrite,
+                "history_uri": history_uri,
             },
             self.uri,
         )
@@ -172,6 +176,8 @@ class DeltaTable(Table):
         commit_log_entries: bool = True,
         inventory: str | None = None,
         inventory_format: str | None = None,
+        max_files_to_delete: int | None = None,
+        history_uri: str | None = None,
         executor: Executor | None = None,
         max_concurrent_tasks: int | None = None,
         progress: Callable[[VacuumProgress], None] | None = None,
@@ -193,6 +199,8 @@ class DeltaTable(Table):
                 "commit_log_entries": commit_log_entries,
                 "inventory": inventory,
                 "inventory_format": inventory_format,
+                "max_files_to_delete": max_files_to_delete,
+                "history_uri": history_uri,
             },
             self.uri,
         )
@@ -231,8 +239,9 @@ class DeltaTable(Table):
             include_metadata_changes=include_metadata_changes,
         )
 
-    def checkpoint(self, *, cleanup_log: bool = False) -> CheckpointResult:
-        """Write a checkpoint of the latest version; with ``cleanup_log``, then delete expired log files.
+    def checkpoint(self, *, cleanup_log: bool = False, history_uri: str | None = None) -> CheckpointResult:
+        """Write a checkpoint of the latest version; with ``cleanup_log``, then delete expired log files; with
+        ``history_uri``, append a row to the operations history table there.
 
         Example:
             >>> DeltaTable("/data/events").checkpoint().checkpoint.version  # doctest: +SKIP
@@ -240,7 +249,7 @@ class DeltaTable(Table):
         """
         from airflow_provider_deltalite.maintenance.checkpoint import checkpoint
 
-        return checkpoint(self, cleanup_log=cleanup_log)
+        return checkpoint(self, cleanup_log=cleanup_log, history_uri=history_uri)
 
     def health(
         self,

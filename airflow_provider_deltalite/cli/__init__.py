@@ -1,9 +1,9 @@
 """The `deltalite` command line: readable summaries on a terminal, one JSON document with --json, errors as one line.
 
 One module per group of subcommands: `read` (describe, files, history, scan), `maintenance` (optimize, zorder,
-vacuum, checkpoint), `tail` (changes, watch), `health`, `maintain` (the planner); `arguments` turns the maintenance
-options into their options objects (shared with the spark-submit job), `render` prints, `common` opens tables and
-executors.
+vacuum, checkpoint), `tail` (changes, watch), `health`, `maintain` (the planner), `maintain_lake` (the lake
+planner); `arguments` turns the maintenance options into their options objects (shared with the spark-submit
+job), `render` prints, `common` opens tables and executors.
 """
 
 from __future__ import annotations
@@ -12,7 +12,12 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from airflow_provider_deltalite.cli.arguments import add_optimize_arguments, add_vacuum_arguments, add_zorder_arguments
+from airflow_provider_deltalite.cli.arguments import (
+    add_history_argument,
+    add_optimize_arguments,
+    add_vacuum_arguments,
+    add_zorder_arguments,
+)
 from airflow_provider_deltalite.cli.common import (
     EXIT_ERROR,
     Parser,
@@ -22,6 +27,12 @@ from airflow_provider_deltalite.cli.common import (
 )
 from airflow_provider_deltalite.cli.health import add_health_arguments, cmd_health
 from airflow_provider_deltalite.cli.maintain import add_maintain_arguments, cmd_maintain
+from airflow_provider_deltalite.cli.maintain_lake import (
+    add_lake_health_arguments,
+    add_maintain_lake_arguments,
+    cmd_lake_health,
+    cmd_maintain_lake,
+)
 from airflow_provider_deltalite.cli.maintenance import (
     add_writer_arguments,
     cmd_checkpoint,
@@ -93,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("checkpoint", parents=[common], help="write a checkpoint of the latest version")
     p.add_argument("table")
     p.add_argument("--cleanup-log", action="store_true", help="then delete log files past delta.logRetentionDuration")
+    add_history_argument(p)
     p.set_defaults(func=cmd_checkpoint)
 
     p = sub.add_parser("optimize", parents=[common], help="compact small files (bin packing, dataChange=false)")
@@ -120,6 +132,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_maintain_arguments(p)
     p.set_defaults(func=cmd_maintain)
+
+    p = sub.add_parser(
+        "maintain-lake", parents=[common], help="plan every table under the prefixes within one budget, run the best"
+    )
+    add_maintain_lake_arguments(p)
+    p.set_defaults(func=cmd_maintain_lake)
+
+    p = sub.add_parser("lake-health", parents=[common], help="every table under the prefixes, worst first")
+    add_lake_health_arguments(p)
+    p.set_defaults(func=cmd_lake_health)
 
     p = sub.add_parser("changes", parents=[common], help="commits after a version, classified (data ones by default)")
     p.add_argument("table")

@@ -107,6 +107,17 @@ def add_optimize_arguments(parser: argparse.ArgumentParser) -> None:
     )
     _add_max_bytes_to_rewrite(parser, "bins")
     parser.add_argument("--dry-run", action="store_true", help="plan only; write nothing")
+    add_history_argument(parser)
+
+
+def add_history_argument(parser: argparse.ArgumentParser) -> None:
+    """``--history URI``: the operations history Delta table the run appends its row to (``history_uri``)."""
+    parser.add_argument(
+        "--history",
+        dest="history_uri",
+        metavar="URI",
+        help="append one row per operation to this operations history Delta table (created when absent)",
+    )
 
 
 def _add_max_bytes_to_rewrite(parser: argparse.ArgumentParser, units: str) -> None:
@@ -134,6 +145,7 @@ def add_zorder_arguments(parser: argparse.ArgumentParser) -> None:
     )
     _add_max_bytes_to_rewrite(parser, "partitions")
     parser.add_argument("--dry-run", action="store_true", help="plan only; write nothing")
+    add_history_argument(parser)
 
 
 def zorder_options(args: argparse.Namespace, table_uri: str | None = None) -> ZOrderOptions:
@@ -159,6 +171,7 @@ def add_vacuum_arguments(parser: argparse.ArgumentParser) -> None:
         "--retain-hours", type=hours, dest="retention_hours", action=DeprecatedAlias, new="--retention-hours"
     )
     parser.add_argument("--dry-run", action="store_true", help="list what would be deleted; delete nothing")
+    add_history_argument(parser)
     parser.add_argument(
         "--mode",
         choices=VACUUM_MODES,

@@ -41,6 +41,17 @@ def open_table(args: argparse.Namespace) -> DeltaTable:
     return DeltaTable(args.table, storage_options=storage_options(args.storage_option))
 
 
+def check_history(table: DeltaTable, history_uri: str | None) -> None:
+    """A ``--history`` that is not a Delta table with the history schema (nor an empty location) is bad input: one
+    error before anything runs. Later failures to write it are a warning only."""
+    if not history_uri:
+        return
+    from airflow_provider_deltalite.maintenance.history import check_history_table
+    from airflow_provider_deltalite.maintenance.history.record import history_storage_options
+
+    check_history_table(history_uri, history_storage_options(table, history_uri))
+
+
 def non_negative(text: str) -> int:
     try:
         value = int(text)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_deltalite.cli.common import open_table
 from airflow_provider_deltalite.cli.render import print_json
@@ -13,6 +13,7 @@ from airflow_provider_deltalite.maintenance.wording import count, human_size, pe
 
 if TYPE_CHECKING:
     from airflow_provider_deltalite.maintenance.health.metrics import TableHealth
+    from airflow_provider_deltalite.table import DeltaTable
 
 WORST_PARTITIONS = 20
 
@@ -35,6 +36,9 @@ def add_health_arguments(p: argparse.ArgumentParser) -> None:
         "--min-file-size", type=positive_bytes, metavar="BYTES", help="files below it are small (default: OPTIMIZE's)"
     )
     p.add_argument("--html", metavar="FILE", help="also write a self-contained page with the charts to FILE")
+    p.add_argument(
+        "--history", dest="history_uri", metavar="URI", help="with --html: a panel of the table's operations history"
+    )
 
 
 def cmd_health(args: argparse.Namespace) -> None:
@@ -44,19 +48,37 @@ def cmd_health(args: argparse.Namespace) -> None:
         if columns is None:
             raise ValueError(f"--columns: a column name is empty in {args.columns!r}")
     table = open_table(args)
+    history = None
+    if args.history_uri:
+        if not args.html:
+            raise ValueError("--history draws a panel of the page: it needs --html")
+        history = table_history(table, args.history_uri)
     # no snapshot: health reads the table as a stream, in memory that follows a batch of files, not the table
     health = table.health(columns=columns, min_file_size=args.min_file_size)
     if args.html:
         # only here: the page loads its plotting library
         from airflow_provider_deltalite.report.health_page import write_health_page
 
-        write_health_page(health, args.html)
+        write_health_page(health, args.html, history)
     if args.json:
         return print_json(health.to_dict())
     for line in health_lines(health):
         print(line)
     if args.html:
         print(f"page        {args.html}")
+
+
+def table_history(table: DeltaTable, history_uri: str) -> list[dict[str, Any]]:
+    """The rows of the operations history at ``history_uri`` about ``table`` (a location that is not a history
+    table is one error line)."""
+    import pyarrow.compute as pc
+
+    from airflow_provider_deltalite.engine.errors import redact_uri
+    from airflow_provider_deltalite.maintenance.history import read_history
+    from airflow_provider_deltalite.maintenance.history.record import history_storage_options
+
+    rows = read_history(history_uri, history_storage_options(table, history_uri))
+    return rows.filter(pc.equal(rows["table_uri"], redact_uri(table.uri) or table.uri)).to_pylist()
 
 
 def health_lines(h: TableHealth) -> list[str]:

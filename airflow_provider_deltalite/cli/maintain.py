@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_deltalite.cli.common import add_executor_arguments, make_executor, open_table
+from airflow_provider_deltalite.cli.arguments import add_history_argument
+from airflow_provider_deltalite.cli.common import add_executor_arguments, check_history, make_executor, open_table
 from airflow_provider_deltalite.cli.render import print_json
 from airflow_provider_deltalite.maintenance.wording import human_size
 
@@ -30,6 +31,7 @@ def add_maintain_arguments(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="thresholds, budgets and cooldowns: a JSON file, or TOML when it ends in .toml (default: the anchors')",
     )
+    add_history_argument(p)
     add_executor_arguments(p)
 
 
@@ -47,6 +49,7 @@ def cmd_maintain(args: argparse.Namespace) -> None:
     policy = MaintenancePolicy.from_file(args.policy, table.uri) if args.policy else MaintenancePolicy()
     if args.executor != "spark" and args.spark_master:
         raise ValueError("--spark-master needs --executor spark")
+    check_history(table, args.history_uri)
     before, plan = health_and_plan(table, policy)
     if not args.json:
         print_plan(plan)
@@ -56,7 +59,13 @@ def cmd_maintain(args: argparse.Namespace) -> None:
         # the local executors are the operations' own (VACUUM sizes its pool for storage, not the CPU)
         executor = make_executor(args) if args.executor == "spark" else None
         try:
-            run = run_plan(table, plan, executor=executor, max_concurrent_tasks=args.max_concurrent_tasks)
+            run = run_plan(
+                table,
+                plan,
+                executor=executor,
+                max_concurrent_tasks=args.max_concurrent_tasks,
+                history_uri=args.history_uri,
+            )
         finally:
             if executor is not None:
                 executor.close()

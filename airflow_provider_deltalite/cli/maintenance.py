@@ -7,7 +7,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_deltalite.cli.arguments import optimize_options, vacuum_options, zorder_options
-from airflow_provider_deltalite.cli.common import make_executor, open_table
+from airflow_provider_deltalite.cli.common import check_history, make_executor, open_table
 from airflow_provider_deltalite.cli.render import (
     human_size,
     print_json,
@@ -44,6 +44,7 @@ def _run_rewrite(args: argparse.Namespace, operation: str) -> OptimizeStats:
         writer = WriterOptions(compression=args.compression) if args.compression is not None else None
     except ValueError as exc:
         raise InvalidArgument(str(exc), table.uri) from None
+    check_history(table, options.history_uri)
     # a missing table or bad protocol fails before a Spark session is started; the operation plans from this snapshot,
     # which holds only the partitions `--where` selects
     snapshot = table.planning_snapshot(None, where=options.where)
@@ -94,6 +95,7 @@ def cmd_vacuum(args: argparse.Namespace) -> None:
 
     table = open_table(args)  # reads nothing yet; its URI names the table in option errors
     options = vacuum_options(args, table.uri)
+    check_history(table, options.history_uri)
     # a missing table or bad protocol fails before a Spark session is started; VACUUM reads no statistics
     snapshot = table.snapshot(file_fields=VACUUM_FILE_FIELDS)
     show_progress = not args.json and sys.stderr.isatty()
@@ -121,7 +123,9 @@ def cmd_vacuum(args: argparse.Namespace) -> None:
 
 
 def cmd_checkpoint(args: argparse.Namespace) -> None:
-    result = open_table(args).checkpoint(cleanup_log=args.cleanup_log)
+    table = open_table(args)
+    check_history(table, args.history_uri)
+    result = table.checkpoint(cleanup_log=args.cleanup_log, history_uri=args.history_uri)
     info, cleanup = result.checkpoint, result.cleanup
     doc = result.to_dict()
     if args.json:

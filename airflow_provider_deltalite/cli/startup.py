@@ -13,7 +13,7 @@ from typing import Any
 # Spark), nor any command on the Spark executor (PySpark's driver uses pandas).
 PANDAS_FREE_COMMANDS = frozenset(
     {"describe", "files", "history", "health", "checkpoint", "optimize", "zorder", "vacuum", "changes", "watch"}
-) | {"maintain"}  # the planner, then the operations above
+) | {"maintain", "maintain-lake"}  # the planners, then the operations above
 
 
 class PandasBlocker(importlib.abc.MetaPathFinder):

@@ -44,6 +44,7 @@ PLACEHOLDERS: dict[str, str] = {
     "azure_client_secret": "the client secret of that application",
     "azure_connection_string": "DefaultEndpointsProtocol=https;AccountName=...;AccountKey=...",
     "storage_options": '{"requester_pays": true, "client_kwargs": {"verify": false}}',
+    "history_uri": "s3://lake/_deltalite_history (empty: no operations history)",
 }
 
 
@@ -81,6 +82,11 @@ CONN_FIELDS: dict[str, dict[str, Any]] = {
         "Other storage options",
         "A JSON object of further fsspec options for the store, passed as they are; its keys win over the fields above",
         _OBJECT,
+    ),
+    "history_uri": _field(
+        "Operations history table",
+        "A Delta table (URI, or a path under the base URI) each maintenance operation appends one row to",
+        _STRING,
     ),
 }
 # Fields whose placeholder is a typical value: Airflow 3's UI offers it as a suggestion (a field's ``examples``).

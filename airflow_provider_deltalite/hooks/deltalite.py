@@ -72,12 +72,15 @@ _SCHEME_BACKEND = {
     "adl": "azure",
 }
 STORAGE_OPTIONS_FIELD = "storage_options"
-KNOWN_FIELDS = frozenset({*S3_FIELDS, *GCS_FIELDS, *AZURE_FIELDS, STORAGE_OPTIONS_FIELD})
+# the operations history table of the connection's tables (a URI, or a path joined to the base URI)
+HISTORY_FIELD = "history_uri"
+KNOWN_FIELDS = frozenset({*S3_FIELDS, *GCS_FIELDS, *AZURE_FIELDS, STORAGE_OPTIONS_FIELD, HISTORY_FIELD})
 
 # Option names that identify a place or an account without granting access: left readable in logs (they appear in
 # URIs and error messages anyway). Every other string value of the storage options is masked.
 NOT_SECRET = frozenset(
     {
+        HISTORY_FIELD,
         "endpoint_url",
         "region_name",
         "region",
@@ -279,6 +282,14 @@ class DeltaLiteHook(BaseHook):
         if not text:
             return base
         return f"{base}/{posixpath.normpath(text).lstrip('/')}"
+
+    def history_uri(self) -> str | None:
+        """The connection's operations history table (extra field ``history_uri``, resolved as a table URI), or
+        None when it names none."""
+        _, extra = self._load()
+        value = extra.get(HISTORY_FIELD) if extra else None
+        text = str(value).strip() if value else ""
+        return self.resolve_table_uri(text) if text else None
 
     def get_storage_options(self, table_uri: str | None = None) -> dict[str, Any]:
         """The fsspec storage options for tables of this connection (for ``table_uri``'s store, when given).

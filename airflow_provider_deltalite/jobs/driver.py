@@ -116,7 +116,8 @@ def _run_vacuum(table: DeltaTable, options: VacuumOptions, executor: Executor) -
 def _run_maintain(table: DeltaTable, options: MaintainOptions, executor: Executor) -> Any:
     from airflow_provider_deltalite.maintenance.planner import MaintenancePlan, run_plan
 
-    return run_plan(table, MaintenancePlan.from_dict(options.plan_dict(table.uri)), executor=executor)
+    plan = MaintenancePlan.from_dict(options.plan_dict(table.uri))
+    return run_plan(table, plan, executor=executor, history_uri=options.history_uri)
 
 
 def _no_flags(parser: argparse.ArgumentParser) -> None:

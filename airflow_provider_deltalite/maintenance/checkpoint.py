@@ -24,6 +24,7 @@ from airflow_provider_deltalite.engine.log_cleanup import (
     log_retention_ms,
 )
 from airflow_provider_deltalite.engine.table import Table
+from airflow_provider_deltalite.maintenance.history.record import recorded
 
 
 @dataclass(frozen=True)
@@ -37,8 +38,11 @@ class CheckpointResult:
         return {"checkpoint": self.checkpoint.to_dict(), "cleanup": self.cleanup.to_dict() if self.cleanup else None}
 
 
-def checkpoint(table: Table, *, cleanup_log: bool = False) -> CheckpointResult:
+@recorded("checkpoint")
+def checkpoint(table: Table, *, cleanup_log: bool = False, history_uri: str | None = None) -> CheckpointResult:
     """Write a checkpoint of the latest version; with ``cleanup_log``, then delete expired log files.
+
+    ``history_uri``: append one row about this run to the operations history table there (`recorded` writes it).
 
     Raises:
         ProtocolNotSupported: the table has a feature deltalite cannot write.

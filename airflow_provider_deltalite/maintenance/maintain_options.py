@@ -13,7 +13,12 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from airflow_provider_deltalite.engine.errors import InvalidArgument
-from airflow_provider_deltalite.maintenance.options import MaintenanceOptions, optional_text, whole_number
+from airflow_provider_deltalite.maintenance.options import (
+    MaintenanceOptions,
+    history_location,
+    optional_text,
+    whole_number,
+)
 
 
 def json_value(name: str, value: Any) -> Any:
@@ -41,6 +46,7 @@ class MaintainOptions(MaintenanceOptions):
         actions: the planned actions, as ``MaintenancePlan.to_dict()`` holds them.
         version: the version the plan was made on (None: not known).
         planned_at: the plan's "now", epoch milliseconds (None: not known).
+        history_uri: the operations history table every action appends its row to (None: none).
     """
 
     operation: ClassVar[str] = "maintain"
@@ -49,14 +55,17 @@ class MaintainOptions(MaintenanceOptions):
         "actions": json_value,
         "version": whole_number,
         "planned_at": whole_number,
+        "history_uri": lambda _, v: optional_text(v),
     }
 
     policy: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     actions: tuple[Mapping[str, Any], ...] = ()
     version: int | None = None
     planned_at: int | None = None
+    history_uri: str | None = None
 
     def check(self) -> None:
+        history_location(self.history_uri)
         if not isinstance(self.policy, Mapping) or not all(isinstance(k, str) for k in self.policy):
             raise InvalidArgument(f"policy must be a mapping of policy keys to values, got {self.policy!r}")
         from airflow_provider_deltalite.maintenance.planner.policy import MaintenancePolicy

@@ -52,6 +52,7 @@ from airflow_provider_deltalite.engine.transaction import RetryPolicy
 from airflow_provider_deltalite.maintenance.bin_packing import group_by, pack_batches, pack_greedy, within_bytes
 from airflow_provider_deltalite.maintenance.clustering.liquid import cluster_table, refuse_where
 from airflow_provider_deltalite.maintenance.executor import Executor, LocalExecutor
+from airflow_provider_deltalite.maintenance.history.record import recorded
 from airflow_provider_deltalite.maintenance.optimize_stats import FileSizeMetrics, OptimizeStats
 from airflow_provider_deltalite.maintenance.options import OptimizeOptions
 from airflow_provider_deltalite.maintenance.rewrites import (
@@ -170,6 +171,7 @@ def plan_optimize(
     )
 
 
+@recorded("optimize")
 def optimize(
     table: Table,
     options: OptimizeOptions | None = None,

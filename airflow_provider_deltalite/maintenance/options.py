@@ -173,6 +173,13 @@ def column_names(name: str, value: Any) -> list[str]:
     return [c.strip() for c in value]
 
 
+def history_location(value: Any) -> None:
+    """``history_uri`` is unset or a non-empty string (whether a Delta table with the history schema is there is
+    checked against storage by the surfaces, before anything runs)."""
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise InvalidArgument(f"history_uri must be the URI of the operations history table, got {value!r}")
+
+
 # -- the options objects ---------------------------------------------------------------------------------------------
 
 
@@ -284,6 +291,7 @@ class OptimizeOptions(MaintenanceOptions):
             liquid-clustered table) are taken in their planned order while they fit, the rest wait for a later run
             and the stats count them (``numBinsDeferred``, ``bytesDeferred``); a bin larger than the limit is never
             rewritten under it.
+        history_uri: append one row about this run to the operations history Delta table there (None: none).
     """
 
     operation: ClassVar[str] = "optimize"
@@ -297,6 +305,7 @@ class OptimizeOptions(MaintenanceOptions):
         "full": lambda n, v: None if optional_text(v) is None else flag(n, v),  # unset: the default, False
         "min_cube_size": whole_number,
         "max_bytes_to_rewrite": whole_number,
+        "history_uri": lambda _, v: optional_text(v),
     }
 
     where: str | None = None
@@ -308,8 +317,10 @@ class OptimizeOptions(MaintenanceOptions):
     full: bool = False
     min_cube_size: int | None = None
     max_bytes_to_rewrite: int | None = None
+    history_uri: str | None = None
 
     def check(self) -> None:
+        history_location(self.history_uri)
         if self.where is not None and not isinstance(self.where, str):
             raise InvalidArgument(f"where must be a predicate string, got {self.where!r}")
         for name in ("target_size", "min_file_size", "batch_size", "min_cube_size", "max_bytes_to_rewrite"):
@@ -335,6 +346,7 @@ class ZOrderOptions(MaintenanceOptions):
         max_bytes_to_rewrite: read at most this many input bytes in this run (None: no limit): partitions are taken in
             their planned order while they fit, the rest wait for a later run (``numBinsDeferred``,
             ``bytesDeferred``); a partition larger than the limit is never rewritten under it.
+        history_uri: append one row about this run to the operations history Delta table there (None: none).
     """
 
     operation: ClassVar[str] = "zorder"
@@ -348,6 +360,7 @@ class ZOrderOptions(MaintenanceOptions):
         "noise": flag,
         "run_bytes": whole_number,
         "max_bytes_to_rewrite": whole_number,
+        "history_uri": lambda _, v: optional_text(v),
     }
 
     columns: tuple[str, ...] = ()
@@ -359,8 +372,10 @@ class ZOrderOptions(MaintenanceOptions):
     noise: bool = True
     run_bytes: int = DEFAULT_RUN_BYTES
     max_bytes_to_rewrite: int | None = None
+    history_uri: str | None = None
 
     def check(self) -> None:
+        history_location(self.history_uri)
         columns = self.columns
         if isinstance(columns, str) or not isinstance(columns, Sequence):
             raise InvalidArgument(f"columns must be a list of column names, got {columns!r}")
@@ -399,6 +414,7 @@ class VacuumOptions(MaintenanceOptions):
         inventory_format: ``"csv"``, ``"parquet"`` or ``"s3-inventory"`` (default: from the inventory's name).
         max_files_to_delete: delete at most this many files, the oldest first (None: no limit); the stats count the
             eligible files left (``numFilesDeferred``).
+        history_uri: append one row about this run to the operations history Delta table there (None: none).
     """
 
     operation: ClassVar[str] = "vacuum"
@@ -411,6 +427,7 @@ class VacuumOptions(MaintenanceOptions):
         "inventory": lambda _, v: optional_text(v),
         "inventory_format": lambda _, v: optional_text(v),
         "max_files_to_delete": whole_number,
+        "history_uri": lambda _, v: optional_text(v),
     }
 
     retention_hours: float | None = None
@@ -421,8 +438,10 @@ class VacuumOptions(MaintenanceOptions):
     inventory: str | None = None
     inventory_format: str | None = None
     max_files_to_delete: int | None = None
+    history_uri: str | None = None
 
     def check(self) -> None:
+        history_location(self.history_uri)
         retention_ms(self.retention_hours)
         limit = self.max_files_to_delete
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):

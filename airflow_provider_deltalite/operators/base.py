@@ -127,6 +127,9 @@ class DeltaLiteSparkJobOperator(SparkSubmitOperator):
             ``./environment/bin/python`` with a packed virtualenv in ``archives``; default: this interpreter for a
             local or standalone master, the cluster's default otherwise.
         engine_zip_dir: where the engine zip is cached (default: a private directory under the temp dir).
+        history_uri: the operations history Delta table each operation appends a row to (default: the connection's
+            ``history_uri`` field, else none); a location that cannot hold it fails the task before Spark
+            (templated).
         **kwargs: SparkSubmitOperator's arguments (``conf``, ``executor_memory``, ``archives``, ``deploy_mode``...)
             and BaseOperator's. ``application``, ``application_args`` and ``conn_id`` are set by the operator.
     """
@@ -141,6 +144,7 @@ class DeltaLiteSparkJobOperator(SparkSubmitOperator):
         "deltalite_conn_id",
         "spark_conn_id",
         "result_uri",
+        "history_uri",
     )
     ui_color = "#00add4"
 
@@ -155,6 +159,7 @@ class DeltaLiteSparkJobOperator(SparkSubmitOperator):
         pyspark_python: str | None = None,
         engine_zip_dir: str | None = None,
         name: str | None = None,
+        history_uri: str | None = None,
         **kwargs: Any,
     ) -> None:
         for reserved in ("application", "application_args", "conn_id"):
@@ -179,6 +184,8 @@ class DeltaLiteSparkJobOperator(SparkSubmitOperator):
         self.preflight = preflight
         self.pyspark_python = pyspark_python
         self.engine_zip_dir = engine_zip_dir
+        self.history_uri = history_uri
+        self._history_uri: str | None = None  # the argument, else the connection's ``history_uri`` field
         self.resolved_table_uri: str | None = None
         self.stats: dict[str, Any] | None = None
         self._storage_options: dict[str, Any] = {}
@@ -218,6 +225,8 @@ class DeltaLiteSparkJobOperator(SparkSubmitOperator):
             values = self.option_values()
         except InvalidArgument as exc:
             raise InvalidArgument(exc.problem, table_uri) from None
+        if self._history_uri and "history_uri" in self.options_class.field_names():
+            values = {**values, "history_uri": self._history_uri}
         return self.options_class.from_text(values, table_uri)
 
     # -- execution ----------------------------------------------------------------------------------------------
@@ -264,6 +273,13 @@ class DeltaLiteSparkJobOperator(SparkSubmitOperator):
         uri = hook.resolve_table_uri(optional_text(self.table_uri))
         self.resolved_table_uri = uri
         self._storage_options = hook.get_storage_options(uri)
+        self._history_uri = optional_text(self.history_uri) or hook.history_uri()
+        if self._history_uri:
+            # a history location that cannot hold the history fails the task here, before Spark and any write
+            from airflow_provider_deltalite.maintenance.history import check_history_table
+            from airflow_provider_deltalite.maintenance.history.record import same_store_options
+
+            check_history_table(self._history_uri, same_store_options(uri, self._storage_options, self._history_uri))
         self._options = self.options(uri)
         field = self.threshold_field
         self._threshold = None if field is None else threshold(field, getattr(self, field), uri)

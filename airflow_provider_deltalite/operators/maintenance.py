@@ -93,6 +93,7 @@ class DeltaMaintenanceOperator(DeltaLiteSparkJobOperator):
             actions=tuple(plan.to_dict()["actions"]),
             version=plan.version,
             planned_at=plan.planned_at,
+            history_uri=options.history_uri,
         )
         return None
 

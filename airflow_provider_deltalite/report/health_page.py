@@ -17,6 +17,7 @@ from __future__ import annotations
 import html
 import os
 import tempfile
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow_provider_deltalite.engine.errors import InvalidArgument, MissingDependency, redact_uri
@@ -30,6 +31,7 @@ from airflow_provider_deltalite.report.health_text import (
     summary_sentences,
     utc_time,
 )
+from airflow_provider_deltalite.report.history_panel import history_figure, history_points
 from airflow_provider_deltalite.version import __version__
 
 MISSING_PLOTLY = "the health page needs plotly: pip install 'airflow-provider-deltalite[html]'"
@@ -40,6 +42,7 @@ SMALL_FILES_COLOUR = "#f58518"
 POINT_QUERY_COLOUR = "#54a24b"
 DEPTH_COLOUR = "#b279a2"
 RECLAIM_COLOUR = "#e45756"
+HISTORY_TITLE = "Files and bytes over time, maintenance runs marked"
 MAX_PARTITIONS = 30
 MAX_LABEL = 48  # longer partition labels are cut on the axis (the hover shows them whole)
 _CONFIG = {"displayModeBar": False, "displaylogo": False}
@@ -69,14 +72,15 @@ footer { color: #7b8794; font-size: 12px; margin-top: 16px; }
 """
 
 
-def write_health_page(health: TableHealth, path: str) -> None:
-    """Write the health page of ``health`` to the local file ``path`` (replaced whole, never left half written).
+def write_health_page(health: TableHealth, path: str, history: Sequence[Mapping[str, Any]] | None = None) -> None:
+    """Write the health page of ``health`` to the local file ``path`` (replaced whole, never left half written);
+    with ``history`` (the table's rows of the operations history), a panel of its files and bytes over time.
 
     Raises:
         MissingDependency: plotly is not installed (the ``html`` extra).
         InvalidArgument: ``path`` cannot be written (no such directory, no permission).
     """
-    page = health_page_html(health)
+    page = health_page_html(health, history)
     target = os.path.abspath(path)
     try:
         fd, temporary = tempfile.mkstemp(prefix=".health-", suffix=".html", dir=os.path.dirname(target))
@@ -92,8 +96,9 @@ def write_health_page(health: TableHealth, path: str) -> None:
         raise InvalidArgument(f"cannot write the health page to {path}: {exc.strerror}", health.table_uri) from None
 
 
-def health_page_html(health: TableHealth) -> str:
-    """The health page of ``health`` as one HTML document that loads nothing from anywhere.
+def health_page_html(health: TableHealth, history: Sequence[Mapping[str, Any]] | None = None) -> str:
+    """The health page of ``health`` as one HTML document that loads nothing from anywhere; with ``history`` (the
+    table's rows of the operations history, None: no panel) a fifth panel draws them (`report.history_panel`).
 
     Raises:
         MissingDependency: plotly is not installed (the ``html`` extra).
@@ -107,14 +112,17 @@ def health_page_html(health: TableHealth) -> str:
     figures.append(("small-files", _small_files_figure(go, health)))
     figures.append(("clustering", _clustering_figure(go, health) if health.clustering else None))
     figures.append(("reclaim", _reclaim_figure(go, health) if health.tombstones.files else None))
+    if history is not None:
+        layout = _layout(HISTORY_TITLE, "time (UTC)", "files", **_LEGEND_BELOW)
+        figures.append(("history", history_figure(go, history, layout) if history_points(history) else None))
     sections, inlined = [], False
     for name, figure in figures:
         if figure is None:
-            title, reason = (
-                ("Clustering overlap per column", clustering_sentence(health))
-                if name == "clustering"
-                else ("What VACUUM would reclaim, by day", "Nothing to reclaim: the log holds no tombstone.")
-            )
+            title, reason = {
+                "clustering": ("Clustering overlap per column", clustering_sentence(health)),
+                "reclaim": ("What VACUUM would reclaim, by day", "Nothing to reclaim: the log holds no tombstone."),
+                "history": (HISTORY_TITLE, "The operations history holds no run of this table."),
+            }[name]
             body = f'<h2>{title}</h2><p class="none">{html.escape(reason)}</p>'
             sections.append(f'<section class="chart" id="{name}">{body}</section>')
             continue

@@ -337,3 +337,40 @@ def test_airflows_connection_form_service_serves_the_fields_placeholders_and_sug
         "format": "password",
         "title": "AWS secret access key",
     }
+
+
+def test_the_history_uri_field_resolves_like_a_table_and_is_not_a_storage_option(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _connection(monkeypatch, "lake", host="s3://lake/warehouse", extra={"history_uri": "_ops/history"})
+    hook = DeltaLiteHook("lake")
+    assert hook.history_uri() == "s3://lake/warehouse/_ops/history"
+    assert hook.get_storage_options("s3://lake/warehouse/t") == {}
+    _connection(monkeypatch, "other", extra={"history_uri": "s3://audit/history"})
+    assert DeltaLiteHook("other").history_uri() == "s3://audit/history"
+    _connection(monkeypatch, "none", host="/data")
+    assert DeltaLiteHook("none").history_uri() is None
+    assert DeltaLiteHook(None).history_uri() is None
+
+
+def test_an_operator_refuses_a_history_that_is_not_a_history_table_before_anything_runs(tmp_path: Path) -> None:
+    import deltalake
+    import pyarrow as pa
+
+    from airflow_provider_deltalite.engine.errors import InvalidArgument
+    from airflow_provider_deltalite.operators.optimize import OptimizeOperator
+    from tests.helpers import tree_state
+
+    table = tmp_path / "t"
+    for i in range(3):
+        deltalake.write_deltalake(str(table), pa.table({"id": [i]}), mode="append")
+    other = tmp_path / "other"
+    deltalake.write_deltalake(str(other), pa.table({"id": [1]}))
+    before = tree_state(tmp_path)
+    op = OptimizeOperator(task_id="o", table_uri=str(table), history_uri=str(other))
+    with pytest.raises(InvalidArgument) as raised:
+        op.execute({})
+    assert str(raised.value) == (
+        f"table {other}: the operations history table's schema is not the history schema: it has no column 'table_uri'"
+    )
+    assert tree_state(tmp_path) == before

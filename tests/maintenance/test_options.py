@@ -26,6 +26,7 @@ def test_defaults_and_json_round_trip() -> None:
         "noise": True,
         "run_bytes": 16777216,
         "max_bytes_to_rewrite": None,
+        "history_uri": None,
     }
 
 

@@ -13,13 +13,12 @@ import struct
 import subprocess
 import sys
 import zlib
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page
 
 from airflow_provider_deltalite.engine.errors import InvalidArgument
 from airflow_provider_deltalite.maintenance.health.metrics import (
@@ -187,15 +186,6 @@ def healthy_health() -> TableHealth:
             partition({"date": "2026-11-25"}, 2, 0),
         ),
     )
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    assert Path(CHROMIUM).is_file(), f"{CHROMIUM} is missing: `make chromium` installs Debian's chromium package"
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 def open_page(browser: Browser, path: Path, charts: int) -> tuple[Page, list[str], list[str]]:

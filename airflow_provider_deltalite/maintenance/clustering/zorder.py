@@ -41,6 +41,7 @@ from airflow_provider_deltalite.maintenance.clustering.runs import (
 )
 from airflow_provider_deltalite.maintenance.clustering.shuffle import cluster_tasks
 from airflow_provider_deltalite.maintenance.executor import Executor, LocalExecutor
+from airflow_provider_deltalite.maintenance.history.record import recorded
 from airflow_provider_deltalite.maintenance.optimize_stats import OptimizeStats, clustering_run_stats, size_metrics
 from airflow_provider_deltalite.maintenance.options import CURVES, ZOrderOptions
 from airflow_provider_deltalite.maintenance.rewrites import (
@@ -209,6 +210,7 @@ def refuse_clustered(snapshot: Snapshot, columns: Sequence[str]) -> None:
         )
 
 
+@recorded("zorder")
 def zorder(
     table: Table,
     columns: Sequence[str] | ZOrderOptions,

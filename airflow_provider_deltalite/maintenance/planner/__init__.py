@@ -1,7 +1,8 @@
 """The maintenance planner: decide from a table's health which maintenance to run, within budgets, and run it.
 
 `plan_maintenance` loads one snapshot, measures its health (`maintenance.health`) and decides (`decide`) under a
-`MaintenancePolicy`; `run_plan` runs the plan's actions in order through the maintenance operations. Planning reads
+`MaintenancePolicy`; `run_plan` runs the plan's actions in order through the maintenance operations. `plan_lake`
+ranks many tables' plans within one budget (`lake`). Planning reads
 the log only (no data file, no JVM), so the Airflow operator plans in its worker and hands the plan to Spark.
 
 Example:
@@ -19,6 +20,8 @@ from typing import TYPE_CHECKING
 
 from airflow_provider_deltalite.maintenance.health.compute import table_health
 from airflow_provider_deltalite.maintenance.planner.decide import decide
+from airflow_provider_deltalite.maintenance.planner.lake import LakePlan, chosen_plan, measure_lake, plan_lake
+from airflow_provider_deltalite.maintenance.planner.lake_policy import LakeBudget, LakePolicy
 from airflow_provider_deltalite.maintenance.planner.plan import (
     OPERATIONS,
     DeferredAction,
@@ -40,13 +43,19 @@ __all__ = [
     "ActionRun",
     "DeferredAction",
     "Estimate",
+    "LakeBudget",
+    "LakePlan",
+    "LakePolicy",
     "MaintenancePlan",
     "MaintenancePolicy",
     "MaintenanceRun",
     "PlannedAction",
     "Reason",
+    "chosen_plan",
     "decide",
     "health_and_plan",
+    "measure_lake",
+    "plan_lake",
     "plan_maintenance",
     "policy_health",
     "run_plan",

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from airflow_provider_deltalite.engine.errors import DeltaLiteError
 from airflow_provider_deltalite.engine.table import Table
 from airflow_provider_deltalite.maintenance.executor import Executor
 from airflow_provider_deltalite.maintenance.health.metrics import plain
+from airflow_provider_deltalite.maintenance.history.record import run_context
 from airflow_provider_deltalite.maintenance.options import OptimizeOptions, VacuumOptions, ZOrderOptions
 from airflow_provider_deltalite.maintenance.planner.plan import MaintenancePlan, PlannedAction
 
@@ -56,6 +58,8 @@ def run_plan(
     executor: Executor | None = None,
     max_concurrent_tasks: int | None = None,
     on_action: Callable[[PlannedAction], None] | None = None,
+    history_uri: str | None = None,
+    run_id: str | None = None,
 ) -> MaintenanceRun:
     """Run ``plan``'s actions on ``table`` in order (see the module docstring).
 
@@ -66,6 +70,8 @@ def run_plan(
             executor); the caller keeps it open and closes it.
         max_concurrent_tasks: threads of the default local executors.
         on_action: called before each action starts (progress reporting).
+        history_uri: the operations history table each action appends its row to (`maintenance.history`).
+        run_id: the id the rows of this run share (default: a new UUID when there is a history).
 
     Returns:
         MaintenanceRun.
@@ -76,13 +82,18 @@ def run_plan(
             operations that ran).
     """
     start = int(time.time() * 1000)
+    if history_uri and run_id is None:
+        run_id = str(uuid.uuid4())
     done: list[ActionRun] = []
     for index, action in enumerate(plan.actions):
         if on_action is not None:
             on_action(action)
         began = int(time.time() * 1000)
+        if history_uri:
+            action = replace(action, options={**action.options, "history_uri": history_uri})
         try:
-            stats = _run_action(table, action, executor, max_concurrent_tasks)
+            with run_context(run_id, action.operation):
+                stats = _run_action(table, action, executor, max_concurrent_tasks)
         except DeltaLiteError as exc:
             before = ", ".join(a.operation for a in done) or "none"
             again = exc.extended(
@@ -121,5 +132,5 @@ def _run_action(
     if operation == "checkpoint":
         from airflow_provider_deltalite.maintenance.checkpoint import checkpoint
 
-        return checkpoint(table).to_dict()
+        return checkpoint(table, history_uri=action.options.get("history_uri")).to_dict()
     raise AssertionError(f"unknown operation {operation!r}")  # MaintenancePlan.from_dict refuses it earlier

@@ -28,6 +28,7 @@ from airflow_provider_deltalite.engine.storage import Storage
 from airflow_provider_deltalite.engine.table import Table
 from airflow_provider_deltalite.engine.transaction import CommitResult, Transaction
 from airflow_provider_deltalite.maintenance.executor import Executor, LocalExecutor
+from airflow_provider_deltalite.maintenance.history.record import recorded
 from airflow_provider_deltalite.maintenance.options import VacuumOptions
 from airflow_provider_deltalite.maintenance.vacuum.budget import oldest_first
 from airflow_provider_deltalite.maintenance.vacuum.delete import delete_plan
@@ -76,6 +77,7 @@ def _commit(
         ) from None
 
 
+@recorded("vacuum")
 def vacuum(
     table: Table,
     options: VacuumOptions | None = None,

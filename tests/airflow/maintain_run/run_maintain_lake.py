@@ -3,7 +3,7 @@
 Usage: ``python run_maintain_lake.py OUT RUN_CONFS_JSON`` in a migrated Airflow home whose DAGS_FOLDER is the
 repository's example_dags: one run per conf of the JSON list, one after the other. Writes ``OUT`` (a JSON list, a
 record per run): the run's state, every task instance's state by ``task_id[map_index]``, the XCom return values by
-the same key, decoded by Airflow's own model, and whether the run left every file under the prefix as it was.
+the same key, decoded by Airflow's own model, and whether the run left every file under the prefixes as it was.
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ def main(out: str, run_confs: str) -> None:
 
     records = []
     for run_conf in json.loads(run_confs):
-        tree_before = tree(run_conf["prefix"])
+        prefixes = run_conf["prefixes"]
+        tree_before = [tree(p) for p in prefixes]
         run = dag.test(run_conf=run_conf)
         with create_session() as session:
             xcoms = session.query(XComModel).filter(XComModel.dag_run_id == run.id, XComModel.key == "return_value")
@@ -46,7 +47,7 @@ def main(out: str, run_confs: str) -> None:
                 "state": str(run.state),
                 "tasks": states,
                 "xcom": values,
-                "tree_unchanged": tree(run_conf["prefix"]) == tree_before,
+                "tree_unchanged": [tree(p) for p in prefixes] == tree_before,
             }
         )
     Path(out).write_text(json.dumps(records, default=str))
