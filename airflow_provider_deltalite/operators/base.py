@@ -247,11 +247,13 @@ class DeltaLiteSparkJobOperator(SparkSubmitOperator):
         return self._finish(stats, None)
 
     def resolve(self, context: Context) -> str:
-        """Read the connection and the rendered arguments (no Spark yet); returns the table URI.
+        """Read the connection and the rendered arguments (no Spark yet); returns the table's location (a catalog
+        name resolved through its catalog).
 
         Raises:
             InvalidConnection: the deltalite connection is missing or malformed.
             InvalidArgument: an argument does not convert to its type.
+            CatalogTableNotFound, NotADeltaTable, CatalogError: a catalog name cannot be resolved.
         """
         self._context = context
         # every execution resolves the Spark connection afresh: SparkSubmitOperator builds its hook only when it has
@@ -261,9 +263,9 @@ class DeltaLiteSparkJobOperator(SparkSubmitOperator):
         self._spark_conn_id = optional_text(self.spark_conn_id) or DEFAULT_SPARK_CONN_ID
         self._connect_url = spark_connect_url(self._spark_conn_id)
         hook = DeltaLiteHook(optional_text(self.deltalite_conn_id))
-        uri = hook.resolve_table_uri(optional_text(self.table_uri))
+        # a catalog name (glue://db/table) is resolved here, in the worker: the Spark job gets the location
+        uri, self._storage_options = hook.resolve_table(optional_text(self.table_uri))
         self.resolved_table_uri = uri
-        self._storage_options = hook.get_storage_options(uri)
         self._options = self.options(uri)
         field = self.threshold_field
         self._threshold = None if field is None else threshold(field, getattr(self, field), uri)
