@@ -33,7 +33,7 @@ class ResolvedLocation:
     """
 
     uri: str
-    storage_options: dict[str, Any] = field(default_factory=dict)
+    storage_options: dict[str, Any] = field(default_factory=dict, repr=False)  # credentials: never in a repr
     name: str | None = None
 
 
@@ -57,7 +57,7 @@ def resolve_location(uri: str, storage_options: Mapping[str, Any] | None = None)
 
     Example:
         >>> resolve_location("s3://lake/orders", {"glue_region": "eu-west-1", "anon": True})
-        ResolvedLocation(uri='s3://lake/orders', storage_options={'anon': True}, name=None)
+        ResolvedLocation(uri='s3://lake/orders', name=None)
 
     Raises:
         InvalidArgument: the URI names a database, not a table, or is not a catalog name.
