@@ -201,3 +201,22 @@ def test_the_trigger_watches_a_table_by_its_glue_name(gluelake: dict[str, Any]) 
     assert (
         str(raised.value) == f"table glue://{db}/clicks: the Glue table is not a Delta table (classification=parquet)"
     )
+
+
+def test_the_lake_dags_discovery_lists_the_delta_tables_of_a_glue_database(gluelake: dict[str, Any]) -> None:
+    """example_dags/maintain_lake.py's ``find_tables`` with a ``glue://`` prefix: the names its mapped maintenance
+    tasks then resolve one by one."""
+    import importlib.util
+
+    from tests.airflow.conftest import EXAMPLE_DAGS
+
+    spec = importlib.util.spec_from_file_location("maintain_lake_for_glue", EXAMPLE_DAGS / "maintain_lake.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    dag = module.deltalite_maintain_lake()
+    find_tables = dag.get_task("find_tables").python_callable
+    db = gluelake["database"]
+    assert find_tables(f"glue://{db}", "gluelake") == [f"glue://{db}/events", f"glue://{db}/orders"]
+    op = DeltaMaintenanceOperator(task_id="maintain", table_uri=f"glue://{db}/events", deltalite_conn_id="gluelake")
+    assert op.resolve({}) == gluelake["data"]["events"]
