@@ -110,7 +110,8 @@ class DeltaLiteSparkJobOperator(SparkSubmitOperator):
     """Base of the deltalite operators: runs ``driver.py <command>`` on a table with spark-submit.
 
     Args:
-        table_uri: the table: an absolute path or URI, or a path relative to the connection's base URI (templated).
+        table_uri: the table: an absolute path or URI, a Glue name (``glue://database/table``, resolved here to its
+            location), or a path or name relative to the connection's base URI (templated).
         deltalite_conn_id: the ``deltalite`` connection with the base URI and storage credentials; None (default)
             uses the table URI as given with the environment's credentials (templated).
         spark_conn_id: the Spark connection (default ``spark_default``: ``local[*]`` when it is not defined). A
