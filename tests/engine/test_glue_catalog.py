@@ -289,3 +289,15 @@ def test_cli_errors_are_one_line_exit_2_and_write_nothing(lake: dict[str, Any]) 
         for command in ("optimize", "vacuum"):
             assert cli_failure(command, name, *_cli_options(lake)) == f"deltalite: error: {message}", (command, name)
     assert _objects(lake) == before
+
+
+def test_optimize_by_glue_name_on_spark_works_on_the_location(lake: dict[str, Any], spark_local: Any) -> None:
+    """The name is resolved where the table is opened; Spark's tasks get the table's storage (its location) and never
+    call Glue."""
+    table = DeltaTable(f"glue://{lake['database']}/crawled", storage_options=lake["options"])
+    before = _rows(lake["data"]["crawled"], lake["s3"])
+    stats = table.optimize(executor=spark_local)
+    assert (stats.num_files_removed, stats.num_files_added, stats.committed_version) == (APPENDS, 1, APPENDS)
+    oracle = deltalake.DeltaTable(lake["data"]["crawled"], storage_options=deltars_s3_options(lake["s3"]))
+    assert (oracle.version(), len(oracle.file_uris())) == (APPENDS, 1)
+    assert _rows(lake["data"]["crawled"], lake["s3"]) == before
