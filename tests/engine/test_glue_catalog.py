@@ -301,3 +301,18 @@ def test_optimize_by_glue_name_on_spark_works_on_the_location(lake: dict[str, An
     oracle = deltalake.DeltaTable(lake["data"]["crawled"], storage_options=deltars_s3_options(lake["s3"]))
     assert (oracle.version(), len(oracle.file_uris())) == (APPENDS, 1)
     assert _rows(lake["data"]["crawled"], lake["s3"]) == before
+
+
+@pytest.mark.parametrize(
+    ("options", "cause"),
+    [
+        ({"glue_endpoint": "not a url"}, " at not a url: ValueError: Invalid endpoint: not a url"),
+        ({"profile": "no_such_profile"}, ": ProfileNotFound: The config profile (no_such_profile) could not be found"),
+    ],
+)
+def test_a_glue_client_that_cannot_be_made_is_a_catalog_error(options: dict[str, str], cause: str) -> None:
+    with pytest.raises(CatalogError) as raised:
+        DeltaTable("glue://sales/orders", storage_options={**options, "glue_region": "eu-west-1"})
+    assert str(raised.value) == (
+        f"table glue://sales/orders: cannot make a Glue client for the Glue Data Catalog of region eu-west-1{cause}"
+    )

@@ -154,7 +154,12 @@ class GlueCatalog(CatalogResolver):
     def _call(self, name: CatalogName, operation: str, **kwargs: Any) -> Any:
         """One Glue request; a missing database or table becomes CatalogTableNotFound, any other failure a
         CatalogError naming the request, the code and the catalog (never the credentials)."""
-        client = self.client
+        try:
+            client = self.client
+        except MissingDependency:
+            raise
+        except Exception as exc:  # a bad endpoint URL, an unknown profile
+            raise CatalogError(f"cannot make a Glue client for {self._where()}: {describe(exc)}", str(name)) from None
         try:
             return getattr(client, operation)(**self._ids(), **kwargs)
         except Exception as exc:
