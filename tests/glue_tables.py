@@ -10,6 +10,8 @@ tables, so that the resolver is tested against their shapes and not against ours
 - `crawler_native`: a Glue crawler's native Delta table (``CreateNativeDeltaTable``): the real ``Location`` (with a
   trailing slash), a Parquet SerDe, ``classification=delta`` and the crawler's bookkeeping parameters;
 - `athena`: Athena's ``CREATE EXTERNAL TABLE ... TBLPROPERTIES ('table_type'='DELTA')``;
+- `crawler_manifest`: a Glue crawler's Delta table read through manifests (before native tables, and still when
+  ``WriteManifest`` is chosen): Hive's ``SymlinkTextInputFormat`` over ``<table>/_symlink_format_manifest/``;
 - tables that are not Delta tables: a crawler's Parquet table, an Iceberg table, a Hive view.
 """
 
@@ -105,6 +107,18 @@ def crawler_native(name: str, location: str) -> dict[str, Any]:
             "EXTERNAL": "TRUE",
         },
         "StorageDescriptor": _parquet_descriptor(location.rstrip("/") + "/"),
+    }
+
+
+def crawler_manifest(name: str, location: str) -> dict[str, Any]:
+    descriptor = _parquet_descriptor(f"{location}/_symlink_format_manifest/")
+    descriptor["InputFormat"] = "org.apache.hadoop.hive.ql.io.SymlinkTextInputFormat"
+    descriptor["OutputFormat"] = "org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat"
+    return {
+        "Name": name,
+        "TableType": "EXTERNAL_TABLE",
+        "Parameters": {"classification": "parquet", "UPDATED_BY_CRAWLER": "delta-crawler", "EXTERNAL": "TRUE"},
+        "StorageDescriptor": descriptor,
     }
 
 

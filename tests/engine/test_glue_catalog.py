@@ -2,7 +2,8 @@
 resolves to, the tables a database lists, and one clear error for what cannot be opened; the same through the CLI.
 
 The tables' data is written by delta-rs and read back with delta-rs (the oracle); the Glue entries are registered
-the ways Spark's DeltaCatalog, Glue crawlers and Athena register them (`tests/glue_tables.py`).
+the ways Spark's DeltaCatalog, Glue crawlers (native and manifest tables) and Athena register them
+(`tests/glue_tables.py`).
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def lake(s3_endpoint: dict[str, Any]) -> dict[str, Any]:
     bucket = f"glue-{uuid.uuid4().hex[:10]}"
     fs = s3fs.S3FileSystem(**s3)
     fs.call_s3("create_bucket", Bucket=bucket)
-    data = {name: f"s3://{bucket}/lake/{name}" for name in ("orders", "managed", "crawled", "athena")}
+    data = {name: f"s3://{bucket}/lake/{name}" for name in ("orders", "managed", "crawled", "athena", "manifest")}
     for n, uri in enumerate(data.values()):
         _write(uri, s3, 1000 * n)
     database = f"sales_{uuid.uuid4().hex[:8]}"
@@ -73,6 +74,7 @@ def lake(s3_endpoint: dict[str, Any]) -> dict[str, Any]:
             shapes.spark_placeholder_only(database, "managed", data["managed"]),
             shapes.crawler_native("crawled", data["crawled"]),
             shapes.athena("athena", data["athena"]),
+            shapes.crawler_manifest("manifest", data["manifest"]),
             shapes.crawler_parquet("clicks_parquet", f"s3://{bucket}/raw/clicks/"),
             shapes.iceberg("events_iceberg", f"s3://{bucket}/iceberg/events"),
             shapes.hive_view("daily_view"),
@@ -94,7 +96,7 @@ def lake(s3_endpoint: dict[str, Any]) -> dict[str, Any]:
 # -- the location of each writer's shape ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["orders", "managed", "crawled", "athena"])
+@pytest.mark.parametrize("name", ["orders", "managed", "crawled", "athena", "manifest"])
 def test_each_writers_shape_opens_at_the_tables_location(lake: dict[str, Any], name: str) -> None:
     table = DeltaTable(f"glue://{lake['database']}/{name}", storage_options=lake["options"])
     assert (table.uri, table.catalog_name) == (lake["locations"][name], f"glue://{lake['database']}/{name}")
@@ -127,13 +129,14 @@ def test_a_path_is_its_own_location_and_catalog_options_never_reach_the_store(la
 def test_discovery_lists_the_delta_tables_of_a_glue_database(lake: dict[str, Any]) -> None:
     db = lake["database"]
     found = find_delta_tables(f"glue://{db}", lake["options"])
-    assert found == [f"glue://{db}/{n}" for n in ("athena", "crawled", "ghost", "managed", "orders")]
+    assert found == [f"glue://{db}/{n}" for n in ("athena", "crawled", "ghost", "managed", "manifest", "orders")]
     # each name found opens as a table (the ghost's location holds no table: it fails when read, as a path would)
     assert [DeltaTable(n, storage_options=lake["options"]).uri for n in found] == [
         lake["data"]["athena"],
         lake["data"]["crawled"],
         f"s3://{lake['bucket']}/lake/ghost",
         lake["data"]["managed"],
+        lake["data"]["manifest"],
         lake["locations"]["orders"],
     ]
     assert find_delta_tables(f"glue://{db}/managed", lake["options"]) == [f"glue://{db}/managed"]

@@ -8,9 +8,12 @@ Which tables are Delta tables, and where their files are, as the writers that re
   ``Location`` is a placeholder, ``<default table path>-__PLACEHOLDER__``.
 - Glue crawlers that create native Delta tables, Athena and Trino register the real location as ``Location`` and
   mark the table with ``spark.sql.sources.provider=delta``, ``table_type=DELTA`` or ``classification=delta``.
+- Glue crawlers that write manifests instead (and tables made for delta-spark's ``GENERATE symlink_format_manifest``)
+  read ``<table>/_symlink_format_manifest`` with Hive's ``SymlinkTextInputFormat``: the Delta table is its parent.
 
-So a table is a Delta table when one of those three parameters says ``delta`` (in any case); its location is the
-SerDe ``path`` when there is one, else ``Location`` without a trailing ``-__PLACEHOLDER__``. The location is used as
+So a table is a Delta table when one of those three parameters says ``delta`` (in any case) or it reads a symlink
+manifest; its location is the SerDe ``path`` when there is one, else the manifest's table, else ``Location`` without
+a trailing ``-__PLACEHOLDER__``. The location is used as
 written (``s3a://`` stays ``s3a://``: a DynamoDB commit table keys its entries by the URI the other writers use).
 
 Storage options read here (`GLUE_OPTIONS`): ``glue_region`` (else the S3 ``client_kwargs`` region, else the AWS
@@ -41,20 +44,33 @@ GLUE_OPTIONS = (REGION_OPTION, ENDPOINT_OPTION, CATALOG_ID_OPTION)
 DEFAULT_REGION = "us-east-1"
 
 PLACEHOLDER_SUFFIX = "-__PLACEHOLDER__"  # Spark's HiveExternalCatalog, for tables Hive cannot read
+SYMLINK_INPUT_FORMAT = "org.apache.hadoop.hive.ql.io.SymlinkTextInputFormat"
+MANIFEST_DIR = "_symlink_format_manifest"  # delta-spark's GENERATE symlink_format_manifest writes it at the root
 # The parameters that mark a Delta table, by who writes them: Spark (and the crawler's native tables), Athena and
 # Trino, crawlers.
 DELTA_MARKERS = ("spark.sql.sources.provider", "table_type", "classification")
 
 
+def _manifest_table(table: Mapping[str, Any]) -> str | None:
+    """The Delta table a symlink-manifest table reads (the parent of ``_symlink_format_manifest``), else None."""
+    descriptor = table.get("StorageDescriptor") or {}
+    if str(descriptor.get("InputFormat") or "").strip() != SYMLINK_INPUT_FORMAT:
+        return None
+    parent, _, last = str(descriptor.get("Location") or "").strip().rstrip("/").rpartition("/")
+    return parent if last == MANIFEST_DIR and "://" in parent else None
+
+
 def is_delta(table: Mapping[str, Any]) -> bool:
-    """Whether a Glue ``Table`` (as ``GetTable`` returns it) is marked as a Delta table."""
+    """Whether a Glue ``Table`` (as ``GetTable`` returns it) is marked as a Delta table, or reads a Delta table's
+    symlink manifest."""
     parameters = table.get("Parameters") or {}
-    return any(str(parameters.get(key, "")).strip().lower() == "delta" for key in DELTA_MARKERS)
+    marked = any(str(parameters.get(key, "")).strip().lower() == "delta" for key in DELTA_MARKERS)
+    return marked or _manifest_table(table) is not None
 
 
 def delta_location(table: Mapping[str, Any]) -> str | None:
-    """Where a Glue Delta table's files are: the SerDe ``path`` parameter, else ``Location`` without Spark's
-    ``-__PLACEHOLDER__`` suffix; None when neither is set.
+    """Where a Glue Delta table's files are: the SerDe ``path`` parameter, else the table a symlink manifest belongs
+    to, else ``Location`` without Spark's ``-__PLACEHOLDER__`` suffix; None when none is set.
 
     Example:
         >>> delta_location({"StorageDescriptor": {"Location": "s3://wh/sales.db/orders-__PLACEHOLDER__",
@@ -68,6 +84,9 @@ def delta_location(table: Mapping[str, Any]) -> str | None:
     path = str(serde_parameters.get("path") or "").strip()
     if path:
         return path.rstrip("/") or path
+    manifest_of = _manifest_table(table)
+    if manifest_of is not None:
+        return manifest_of
     location = str(descriptor.get("Location") or "").strip().rstrip("/")
     location = location.removesuffix(PLACEHOLDER_SUFFIX)
     return location or None
