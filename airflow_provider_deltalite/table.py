@@ -45,10 +45,11 @@ if TYPE_CHECKING:
 
 
 class DeltaTable(Table):
-    """A Delta table at a URI (a local path, ``file://``, ``memory://``, ``s3://``, ``gs://`` or ``abfs://``).
+    """A Delta table at a URI (a local path, ``file://``, ``memory://``, ``s3://``, ``gs://`` or ``abfs://``), or by
+    its name in the AWS Glue Data Catalog (``glue://database/table``, resolved once to its location: `uri`).
 
     Args:
-        uri: where the table lives.
+        uri: where the table lives, or its Glue name.
         storage_options: fsspec options for the backend (credentials, endpoint); never logged. Options named
             ``deltalite_*`` configure deltalite itself (single-writer mode, storage retries).
         filesystem: a ready fsspec filesystem to use instead of building one from ``uri`` and ``storage_options``.

@@ -1,6 +1,8 @@
 """The Delta format engine: storage, log replay, snapshots, scans. It imports neither Airflow nor Spark."""
 
 from airflow_provider_deltalite.engine.errors import (
+    CatalogError,
+    CatalogTableNotFound,
     CheckpointUnreadable,
     CommitRetriesExhausted,
     CommitTooLate,
@@ -18,6 +20,7 @@ from airflow_provider_deltalite.engine.errors import (
     InvalidTableProperty,
     LogGap,
     MetadataChanged,
+    NotADeltaTable,
     ProtocolChanged,
     ProtocolNotSupported,
     RetentionTooShort,
@@ -36,6 +39,8 @@ from airflow_provider_deltalite.engine.table import Table
 from airflow_provider_deltalite.engine.transaction import CommitResult, RetryPolicy, Transaction
 
 __all__ = [
+    "CatalogError",
+    "CatalogTableNotFound",
     "CheckpointUnreadable",
     "CommitResult",
     "CommitRetriesExhausted",
@@ -54,6 +59,7 @@ __all__ = [
     "InvalidTableProperty",
     "LogGap",
     "MetadataChanged",
+    "NotADeltaTable",
     "ProtocolChanged",
     "ProtocolNotSupported",
     "RetentionTooShort",

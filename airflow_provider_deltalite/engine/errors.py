@@ -365,3 +365,26 @@ class TableRecreated(DeltaLiteError):
 class InvalidInventory(InvalidArgument):
     """A VACUUM inventory cannot be used: unreadable, an unknown format, a missing column or one of the wrong type.
     Nothing was deleted."""
+
+
+class CatalogTableNotFound(TableNotFound):
+    """A catalog (the AWS Glue Data Catalog) has no such database or no such table in it.
+
+    Attributes:
+        database: the database named.
+        table: the table named (None when the database itself is missing and no table was asked for).
+    """
+
+    def __init__(self, problem: str, table_uri: str | None = None, *, database: str, table: str | None = None) -> None:
+        self.database = database
+        self.table = table
+        super().__init__(problem, table_uri)
+
+
+class NotADeltaTable(DeltaLiteError):
+    """A catalog's table is not a Delta table (another format, a view), or gives no location to read it at. Nothing
+    was read or written."""
+
+
+class CatalogError(DeltaLiteError):
+    """A catalog could not answer: unreachable, access denied, throttled past the retries, a malformed answer."""

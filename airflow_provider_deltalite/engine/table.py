@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from airflow_provider_deltalite.engine.catalog import resolve_location
 from airflow_provider_deltalite.engine.errors import (
     DeltaLiteError,
     InvalidArgument,
@@ -54,10 +55,11 @@ def parse_timestamp_ms(value: datetime | int | float | str) -> int:
 
 
 class Table:
-    """A Delta table at a URI: a local path, ``file://``, ``memory://``, ``s3://``, ``gs://`` or ``abfs://``.
+    """A Delta table at a URI: a local path, ``file://``, ``memory://``, ``s3://``, ``gs://`` or ``abfs://``; or a
+    table's name in a catalog, ``glue://database/table``, resolved once here to its location (`engine.catalog`).
 
     Args:
-        uri: where the table lives.
+        uri: where the table lives, or its catalog name.
         storage_options: fsspec options for the backend (credentials, endpoint). They are never logged. Options
             named ``deltalite_*`` configure deltalite itself (single-writer mode, storage retries; see `Storage`).
         filesystem: an fsspec filesystem to use instead of building one from ``uri`` and ``storage_options`` (a
@@ -68,9 +70,22 @@ class Table:
         >>> snap = table.snapshot()  # doctest: +SKIP
         >>> snap.files.num_rows  # doctest: +SKIP
         >>> Table("s3://bucket/events", filesystem=s3fs.S3FileSystem(profile="lake"))  # doctest: +SKIP
+        >>> Table("glue://sales/orders", {"glue_region": "eu-west-1"}).uri  # doctest: +SKIP
+        's3://lake/sales/orders'
+
+    Attributes:
+        uri: the table's location (a catalog name resolved).
+        catalog_name: the catalog name it was opened by (``glue://sales/orders``), else None.
+
+    Raises:
+        CatalogTableNotFound, NotADeltaTable, CatalogError: the catalog name cannot be resolved (nothing is read).
     """
 
     def __init__(self, uri: str, storage_options: Mapping[str, Any] | None = None, *, filesystem: Any = None) -> None:
+        resolved = resolve_location(uri, storage_options) if isinstance(uri, str) else None
+        if resolved is not None:
+            uri, storage_options = resolved.uri, resolved.storage_options
+        self.catalog_name = None if resolved is None else resolved.name
         self.storage = Storage(uri, storage_options, filesystem=filesystem)
         self.uri = self.storage.table_uri
 

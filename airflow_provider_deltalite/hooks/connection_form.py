@@ -23,7 +23,7 @@ _OBJECT: dict[str, Any] = {"type": ["object", "null"]}
 
 # The hint shown in each empty field: what a value looks like, or what leaving it empty means.
 PLACEHOLDERS: dict[str, str] = {
-    "host": "s3://bucket/warehouse (tables given by a relative path are found below it)",
+    "host": "s3://bucket/warehouse or glue://database (tables given by a relative path or name are found below it)",
     "extra": '{"region_name": "eu-west-1", "storage_options": {"any fsspec option": "value"}}',
     "aws_access_key_id": "AKIA... (empty: the worker's AWS credential chain, e.g. an instance role)",
     "aws_secret_access_key": "the secret of that access key id",
@@ -33,6 +33,9 @@ PLACEHOLDERS: dict[str, str] = {
     "dynamodb_table_name": "delta_log (empty: commits are conditional PUTs; see docs/commit-modes.md)",
     "dynamodb_region": "us-east-1 (empty: the AWS region above, else us-east-1)",
     "dynamodb_endpoint": "https://dynamodb.us-east-1.amazonaws.com (empty: AWS's)",
+    "glue_region": "eu-west-1 (empty: the AWS region above, else us-east-1)",
+    "glue_endpoint": "https://glue.eu-west-1.amazonaws.com (empty: AWS's)",
+    "glue_catalog_id": "123456789012 (empty: the account of the credentials)",
     "gcs_key_file": "/secrets/gcs-service-account.json",
     "gcs_token": 'google_default, or a pasted {"type": "service_account", ...}',
     "gcs_project": "my-gcp-project",
@@ -66,6 +69,15 @@ CONN_FIELDS: dict[str, dict[str, Any]] = {
     ),
     "dynamodb_region": _field("DynamoDB region", "S3: the region of the DynamoDB commit table", _STRING),
     "dynamodb_endpoint": _field("DynamoDB endpoint URL", "S3: a DynamoDB endpoint other than AWS's", _STRING),
+    "glue_region": _field(
+        "Glue Data Catalog region",
+        "Tables by name, glue://database/table (or a name below a glue://database base URI): the catalog's region",
+        _STRING,
+    ),
+    "glue_endpoint": _field("Glue endpoint URL", "Tables by name: a Glue endpoint other than AWS's", _STRING),
+    "glue_catalog_id": _field(
+        "Glue catalog id", "Tables by name: the AWS account id of a catalog shared from another account", _STRING
+    ),
     "gcs_key_file": _field("GCS key file", "GCS: path of a service-account JSON key file on the workers", _STRING),
     "gcs_token": _field(
         "GCS token", "GCS: a service-account JSON (pasted) or a gcsfs token value such as google_default", _SECRET

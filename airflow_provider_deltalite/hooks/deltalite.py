@@ -7,6 +7,7 @@ passed to fsspec as it is (its keys win; a JSON object, or a string holding one)
     {
       "aws_access_key_id": "AKIA...", "aws_secret_access_key": "...", "aws_session_token": "...",
       "endpoint_url": "https://minio.internal:9000", "region_name": "eu-west-1",
+      "glue_region": "eu-west-1", "glue_endpoint": "https://glue.eu-west-1.amazonaws.com", "glue_catalog_id": "1234...",
       "gcs_key_file": "/secrets/sa.json", "gcs_token": {...service account JSON...}, "gcs_project": "p",
       "azure_account_name": "acct", "azure_account_key": "...", "azure_sas_token": "...",
       "azure_tenant_id": "...", "azure_client_id": "...", "azure_client_secret": "...",
@@ -49,6 +50,10 @@ S3_FIELDS = {
     "dynamodb_table_name": "dynamodb_table_name",
     "dynamodb_region": "dynamodb_region",
     "dynamodb_endpoint": "dynamodb_endpoint",
+    # tables by name, glue://database/table (engine/catalog/glue.py): storage options of the same names
+    "glue_region": "glue_region",
+    "glue_endpoint": "glue_endpoint",
+    "glue_catalog_id": "glue_catalog_id",
 }
 GCS_FIELDS = {"gcs_token": "token", "gcs_key_file": "token", "gcs_project": "project"}
 AZURE_FIELDS = {
@@ -70,6 +75,7 @@ _SCHEME_BACKEND = {
     "abfss": "azure",
     "az": "azure",
     "adl": "azure",
+    "glue": "s3",  # the Glue Data Catalog's tables are on S3, reached with the S3 fields
 }
 STORAGE_OPTIONS_FIELD = "storage_options"
 # the operations history table of the connection's tables (a URI, or a path joined to the base URI)
@@ -96,6 +102,9 @@ NOT_SECRET = frozenset(
         "dynamodb_table_name",
         "dynamodb_region",
         "dynamodb_endpoint",
+        "glue_region",
+        "glue_endpoint",
+        "glue_catalog_id",
         *RETRY_OPTIONS,  # numbers: masked, "10" would be starred out of every log line
     }
 )
@@ -340,30 +349,61 @@ class DeltaLiteHook(BaseHook):
         mask_storage_options(options)
         return options
 
+    def resolve_table(self, table_uri: str | None) -> tuple[str, dict[str, Any]]:
+        """The table's location and the storage options to reach it: `resolve_table_uri`, then a catalog name
+        (``glue://sales/orders``, or ``orders`` below a ``glue://sales`` base URI) resolved through its catalog
+        (`engine.catalog.resolve_location`), so that a Spark job is handed the location, never the name.
+
+        Example:
+            >>> DeltaLiteHook("lake").resolve_table("glue://sales/orders")  # doctest: +SKIP
+            ('s3://lake/sales/orders', {'key': '...', 'secret': '...'})
+
+        Raises:
+            InvalidConnection, InvalidArgument: as `resolve_table_uri` and `get_storage_options`.
+            CatalogTableNotFound, NotADeltaTable, CatalogError: the catalog name cannot be resolved.
+        """
+        from airflow_provider_deltalite.engine.catalog import resolve_location
+
+        uri = self.resolve_table_uri(table_uri)
+        resolved = resolve_location(uri, self.get_storage_options(uri))
+        if resolved.name is not None:
+            self.log.info("%s is the Delta table at %s", resolved.name, resolved.uri)
+        return resolved.uri, resolved.storage_options
+
     def get_table(self, table_uri: str | None = None) -> DeltaTable:
-        """A `DeltaTable` for ``table_uri`` (resolved against the base URI) with the connection's storage options.
+        """A `DeltaTable` for ``table_uri`` (resolved against the base URI, and through its catalog for a catalog
+        name) with the connection's storage options.
 
         Example:
             >>> DeltaLiteHook("lake").get_table("events").snapshot().num_files  # doctest: +SKIP
         """
         from airflow_provider_deltalite.table import DeltaTable
 
-        uri = self.resolve_table_uri(table_uri)
-        return DeltaTable(uri, storage_options=self.get_storage_options(uri))
+        uri, options = self.resolve_table(table_uri)
+        return DeltaTable(uri, storage_options=options)
 
     def get_conn(self) -> dict[str, Any]:
         """The storage options (Airflow's generic hook entry point)."""
         return self.get_storage_options()
 
     def test_connection(self) -> tuple[bool, str]:
-        """Check the connection from the UI or API: the fields parse and the base URI (if any) can be listed."""
+        """Check the connection from the UI or API: the fields parse and the base URI (if any) can be listed (a
+        catalog database, ``glue://sales``, is asked for its tables)."""
         try:
             base = self.base_uri
             options = self.get_storage_options()
             if base is not None:
+                from airflow_provider_deltalite.engine.catalog import (
+                    catalog_of,
+                    list_catalog_tables,
+                    storage_options_only,
+                )
                 from airflow_provider_deltalite.engine.storage import Storage
 
-                Storage(base, options).list_from("")
+                if catalog_of(base) is not None:
+                    list_catalog_tables(base, options)
+                else:
+                    Storage(base, storage_options_only(options)).list_from("")
         except Exception as exc:
             return False, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return True, "connection is valid" + (f"; {base} is reachable" if base else "")

@@ -110,7 +110,8 @@ class DeltaLiteSparkJobOperator(SparkSubmitOperator):
     """Base of the deltalite operators: runs ``driver.py <command>`` on a table with spark-submit.
 
     Args:
-        table_uri: the table: an absolute path or URI, or a path relative to the connection's base URI (templated).
+        table_uri: the table: an absolute path or URI, a Glue name (``glue://database/table``, resolved here to its
+            location), or a path or name relative to the connection's base URI (templated).
         deltalite_conn_id: the ``deltalite`` connection with the base URI and storage credentials; None (default)
             uses the table URI as given with the environment's credentials (templated).
         spark_conn_id: the Spark connection (default ``spark_default``: ``local[*]`` when it is not defined). A
@@ -256,11 +257,13 @@ class DeltaLiteSparkJobOperator(SparkSubmitOperator):
         return self._finish(stats, None)
 
     def resolve(self, context: Context) -> str:
-        """Read the connection and the rendered arguments (no Spark yet); returns the table URI.
+        """Read the connection and the rendered arguments (no Spark yet); returns the table's location (a catalog
+        name resolved through its catalog).
 
         Raises:
             InvalidConnection: the deltalite connection is missing or malformed.
             InvalidArgument: an argument does not convert to its type.
+            CatalogTableNotFound, NotADeltaTable, CatalogError: a catalog name cannot be resolved.
         """
         self._context = context
         # every execution resolves the Spark connection afresh: SparkSubmitOperator builds its hook only when it has
@@ -270,9 +273,9 @@ class DeltaLiteSparkJobOperator(SparkSubmitOperator):
         self._spark_conn_id = optional_text(self.spark_conn_id) or DEFAULT_SPARK_CONN_ID
         self._connect_url = spark_connect_url(self._spark_conn_id)
         hook = DeltaLiteHook(optional_text(self.deltalite_conn_id))
-        uri = hook.resolve_table_uri(optional_text(self.table_uri))
+        # a catalog name (glue://db/table) is resolved here, in the worker: the Spark job gets the location
+        uri, self._storage_options = hook.resolve_table(optional_text(self.table_uri))
         self.resolved_table_uri = uri
-        self._storage_options = hook.get_storage_options(uri)
         self._history_uri = optional_text(self.history_uri) or hook.history_uri()
         if self._history_uri:
             # a history location that cannot hold the history fails the task here, before Spark and any write

@@ -119,7 +119,8 @@ class NewVersionSensor(BaseSensorOperator):
     baseline fixed, polling every ``poke_interval`` seconds in the triggerer, and ``execute_complete`` returns the
     trigger's payload (or raises the typed error it reports). The deferral times out after ``timeout``.
 
-    :param table_uri: the table: an absolute path or URI, or a path relative to the connection's base URI.
+    :param table_uri: the table: an absolute path or URI, a Glue name (``glue://database/table``), or a path
+        or name relative to the connection's base URI.
         (templated)
     :param deltalite_conn_id: a ``deltalite`` connection (storage credentials, base URI); None to use ``table_uri``
         as given with the environment's credentials.

@@ -121,7 +121,8 @@ class NewVersionTrigger(BaseEventTrigger):
     The kwargs identify an AssetWatcher (Airflow hashes them), so build the trigger from values fixed when the DAG is
     parsed: never read the table's current version in a DAG file; leave ``since`` None instead.
 
-    :param table_uri: the table: an absolute path or URI, or a path relative to the connection's base URI.
+    :param table_uri: the table: an absolute path or URI, a Glue name (``glue://database/table``), or a path
+        or name relative to the connection's base URI.
     :param deltalite_conn_id: a ``deltalite`` connection (storage credentials, base URI); None to use ``table_uri``
         as given with the environment's credentials.
     :param since: the baseline: fire on commits after this version (-1: from the first commit). None: the newest

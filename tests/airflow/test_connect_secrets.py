@@ -9,7 +9,8 @@ connection holds distinctive random credentials, against a Spark Connect server 
 the 4.2 server honours), writes an uncompressed event log (every Connect statement's plan text is in it) and serves
 its UI on a loopback port. The token is on the ``spark_connect`` connection (its password); with pyspark's client a
 token without TLS is sent only to ``localhost``, so the connection names the server so. Two tasks fail: one through
-an unreachable address, one with a wrong token (a secret too).
+an unreachable address, one with a wrong token (a secret too). One more OPTIMIZE names its table by its Glue name
+(moto's Glue): the worker resolves it with the same credentials, and the Connect session gets the location.
 
 Searched, with every form of each secret `tests.airflow.test_secrets.secret_forms` knows: the Connect tab (the
 sessions and their statements), the SQL tab and the REST API's SQL executions with their plan descriptions, jobs,
@@ -31,6 +32,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_deltalite.demo import create_small_file_table
+from tests import glue_tables
 from tests.airflow.conftest import AirflowHome
 from tests.airflow.connect_server import start_sweep_server
 from tests.airflow.test_connect_operators import ConnectRun, run_connect_dag
@@ -39,7 +41,7 @@ from tests.executors.spark_cluster import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.s3]
 
-SUCCEEDING = ("optimize", "zorder", "vacuum", "zorder_shuffle", "optimize_skipped")
+SUCCEEDING = ("optimize", "zorder", "vacuum", "zorder_shuffle", "optimize_skipped", "optimize_glue")
 FAILING = ("optimize_unreachable", "optimize_bad_where", "optimize_bad_token")
 
 
@@ -106,6 +108,13 @@ def sweep(
     create_small_file_table(f"s3://{bucket}/shuffled", files=4, rows_per_file=10, storage_options=s3)
     create_small_file_table(f"s3://{bucket}/compacted", files=2, rows_per_file=5, storage_options=s3)
     create_small_file_table(f"s3://{bucket}/idle", files=4, rows_per_file=5, storage_options=s3)
+    create_small_file_table(f"s3://{bucket}/glued", files=4, rows_per_file=5, storage_options=s3)
+    glue_database = f"connect_{uuid.uuid4().hex[:8]}"
+    glue_tables.register(
+        glue_tables.glue_client(s3_endpoint),
+        glue_database,
+        [glue_tables.spark_delta_catalog(glue_database, "glued", f"s3://{bucket}/glued")],
+    )
 
     ui_port = free_port()
     server = start_sweep_server(
@@ -124,6 +133,11 @@ def sweep(
         connect = {"conn_type": "spark_connect", "host": "localhost", "port": port, "login": "deltalite-sweep"}
         connections = {
             "lake": {"conn_type": "deltalite", "host": f"s3://{bucket}", "extra": lake_extra},
+            "lake_glue": {
+                "conn_type": "deltalite",
+                "host": f"glue://{glue_database}",
+                "extra": {**lake_extra, "glue_endpoint": s3_endpoint["endpoint_url"], "glue_region": "us-east-1"},
+            },
             "spark_connect": {**connect, "password": secrets["spark_connect_token"]},
             "spark_bad_token": {**connect, "password": secrets["wrong_token"]},
             "spark_unreachable": {"conn_type": "spark_connect", "host": "127.0.0.1", "port": unreachable},
@@ -133,7 +147,7 @@ def sweep(
             root / "out",
             root / "work",
             connections,
-            {"DELTALITE_CONNECT_BAD_TOKEN": "1", "AWS_EC2_METADATA_DISABLED": "true"},
+            {"DELTALITE_CONNECT_BAD_TOKEN": "1", "DELTALITE_CONNECT_GLUE": "1", "AWS_EC2_METADATA_DISABLED": "true"},
         )
         ui = ui_pages(f"http://127.0.0.1:{ui_port}")
     finally:
@@ -200,6 +214,9 @@ def test_the_operations_ran_on_the_server_and_committed(sweep: ConnectSweep) -> 
         "nothing to compact",
         "local",  # the preflight's dry run, in the worker
     )
+    glued = xcom["optimize_glue"]
+    assert (glued["numFilesRemoved"], glued["numFilesAdded"], glued["committedVersion"]) == (4, 2, 5)
+    assert f" is the Delta table at {sweep.table_uri.rsplit('/', 1)[0]}/glued" in sweep.run.task_logs["optimize_glue"]
 
 
 def test_the_searched_places_hold_the_queries(sweep: ConnectSweep) -> None:

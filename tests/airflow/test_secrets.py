@@ -13,6 +13,8 @@ would share one masker across tasks, and write no log files).
 - failures before the JVM (bad ``where``, unknown Z-order column, a retention below the table's, a missing table),
   one inside the Spark job (the driver's ``deltalite: error:`` line), and cluster deploy mode on YARN (credentials
   in a 0600 file shipped with ``--files``; there is no YARN here, so the submit fails after the command is built);
+- tables by their Glue name (moto's Glue): an OPTIMIZE planned in the worker and a sensor through a connection whose
+  base URI is a Glue database, a missing Glue table and a Glue table that is not a Delta table;
 - an operator and the sensor through each of two connections that cannot be used: an Airflow URI-format connection
   with ``user:password@`` in its URI and Azure/GCS/S3 secret fields, and a base URI (host) carrying
   ``user:password@`` (which, before the hook refused it, reached the command line, logs and error messages).
@@ -51,13 +53,14 @@ from airflow_provider_deltalite.demo import FAST_JVM_CONF, create_small_file_tab
 from airflow_provider_deltalite.hooks.spark_submit import bundled_spark_submit, pyspark_home
 from airflow_provider_deltalite.jobs.driver import STORAGE_OPTIONS_ENV
 from airflow_provider_deltalite.operators.base import JOB_FILE
+from tests import glue_tables
 from tests.airflow.conftest import AirflowHome
 
 pytestmark = [pytest.mark.slow, pytest.mark.s3]
 
 SECRETS_DAGS = Path(__file__).resolve().parent / "secrets_dags"
 DAG_ID = "deltalite_secrets_sweep"
-SUCCEEDING = ("optimize", "zorder", "vacuum", "new_data", "deferred")
+SUCCEEDING = ("optimize", "zorder", "vacuum", "new_data", "deferred", "optimize_glue", "sensor_glue")
 UNUSABLE_CONNECTIONS = ("lake_uri", "lake_host_userinfo")
 FAILING = (
     "optimize_bad_where",
@@ -69,6 +72,8 @@ FAILING = (
     "optimize_lake_uri",
     "vacuum_lake_host_userinfo",
     *(f"sensor_{conn}" for conn in UNUSABLE_CONNECTIONS),
+    "optimize_glue_missing",
+    "sensor_glue_not_delta",
 )
 TABLE_FILES = 6
 WHERE_PROBLEM = "where may only reference partition columns; 'amount' is not one (partition columns: date)"
@@ -192,6 +197,8 @@ class Sweep:
     leftovers: list[Path] = field(default_factory=list)
     task_logs: dict[str, str] = field(default_factory=dict)
     table_uri: str = ""
+    glue_database: str = ""
+    endpoint: str = ""
     output: str = ""
     appended: int = -1
     seconds: float = 0.0
@@ -238,7 +245,7 @@ def _db_rows(db: Path) -> dict[str, list[tuple]]:
         return {t: conn.execute(f'SELECT * FROM "{t}"').fetchall() for t in tables}
 
 
-def _connections(secrets: dict[str, str], bucket: str, endpoint: str) -> dict[str, str]:
+def _connections(secrets: dict[str, str], bucket: str, endpoint: str, glue_database: str) -> dict[str, str]:
     """The AIRFLOW_CONN_* variables of the run."""
     s3 = {"endpoint_url": endpoint, "region_name": "us-east-1"}
     lake = {
@@ -276,8 +283,14 @@ def _connections(secrets: dict[str, str], bucket: str, endpoint: str) -> dict[st
         "host": f"s3://{secrets['host_user']}:{secrets['host_password']}@{bucket}",
         "extra": lake["extra"],
     }
+    glue = {
+        **lake,
+        "host": f"glue://{glue_database}",
+        "extra": {**lake["extra"], "glue_endpoint": endpoint, "glue_region": "us-east-1"},
+    }
     return {
         "AIRFLOW_CONN_LAKE": json.dumps(lake),
+        "AIRFLOW_CONN_LAKE_GLUE": json.dumps(glue),
         "AIRFLOW_CONN_LAKE_URI": uri,
         "AIRFLOW_CONN_LAKE_HOST_USERINFO": json.dumps(host_userinfo),
         "AIRFLOW_CONN_SPARK_WRAPPED": json.dumps(
@@ -310,6 +323,15 @@ def sweep(airflow_home: AirflowHome, s3_endpoint: dict[str, Any], tmp_path_facto
     fs.call_s3("create_bucket", Bucket=bucket)
     uri = f"s3://{bucket}/events"
     create_small_file_table(uri, files=TABLE_FILES, rows_per_file=20, storage_options=s3)
+    glue_database = f"secrets_{uuid.uuid4().hex[:8]}"
+    glue_tables.register(
+        glue_tables.glue_client(s3_endpoint),
+        glue_database,
+        [
+            glue_tables.spark_delta_catalog(glue_database, "events", uri),
+            glue_tables.crawler_parquet("clicks", f"s3://{bucket}/raw/clicks/"),
+        ],
+    )
 
     wrapper = bin_dir / "spark3-submit"
     wrapper.write_text(WRAPPER.format(python=sys.executable, real=bundled_spark_submit(), home=str(pyspark_home())))
@@ -323,7 +345,7 @@ def sweep(airflow_home: AirflowHome, s3_endpoint: dict[str, Any], tmp_path_facto
     }
     env = {
         **{k: v for k, v in airflow_home.env.items() if k not in ("HADOOP_CONF_DIR", "YARN_CONF_DIR")},
-        **_connections(secrets, bucket, s3_endpoint["endpoint_url"]),
+        **_connections(secrets, bucket, s3_endpoint["endpoint_url"], glue_database),
         "AIRFLOW__CORE__DAGS_FOLDER": str(SECRETS_DAGS),
         "PATH": f"{bin_dir}{os.pathsep}{airflow_home.env['PATH']}",
         "TMPDIR": str(tmp),
@@ -357,7 +379,15 @@ def sweep(airflow_home: AirflowHome, s3_endpoint: dict[str, Any], tmp_path_facto
     assert driver.returncode == 0, output[-4000:] + errors[-4000:]
     [result] = [json.loads(line.removeprefix("RESULT ")) for line in output.splitlines() if line.startswith("RESULT ")]
 
-    sweep = Sweep(secrets=secrets, result=result, table_uri=uri, output=output, appended=appended)
+    sweep = Sweep(
+        secrets=secrets,
+        result=result,
+        table_uri=uri,
+        output=output,
+        appended=appended,
+        glue_database=glue_database,
+        endpoint=s3_endpoint["endpoint_url"],
+    )
     sweep.seconds, sweep.cpu_seconds = time.monotonic() - started, _children_cpu() - cpu_before
     sweep.records = {name: _jsonl(out / f"{name}.jsonl") for name in ("spark-submit", "failures", "triggers")}
     sweep.metadata = json.loads((out / "metadata.json").read_text())
@@ -470,10 +500,12 @@ def test_each_task_wrote_its_own_log_file_with_what_it_did(sweep: Sweep) -> None
         assert "Task failed with exception" in logs[task]
         assert json.dumps(failures[task])[1:-1] in logs[task]  # the exception message, as logged (JSON lines)
     assert f"deltalite: error: table {sweep.table_uri}: {WHERE_PROBLEM}" in logs["optimize_fails_in_spark"]
+    resolved = f"glue://{sweep.glue_database}/events is the Delta table at {sweep.table_uri}"
+    assert resolved in logs["optimize_glue"] and resolved in logs["sensor_glue"]
 
 
 def test_failed_tasks_raised_one_line_errors_naming_no_value(sweep: Sweep) -> None:
-    uri = sweep.table_uri
+    uri, glue = sweep.table_uri, sweep.glue_database
     userinfo = "connection 'lake_host_userinfo': the base URI (host) holds credentials (user:password@); put them in "
     foreign = (
         "connection 'lake_uri': extra field(s) azure_account_key, azure_account_name, azure_client_secret, "
@@ -496,6 +528,15 @@ def test_failed_tasks_raised_one_line_errors_naming_no_value(sweep: Sweep) -> No
         "sensor_lake_uri": ("InvalidConnection", foreign),
         "vacuum_lake_host_userinfo": ("InvalidConnection", userinfo + "the extra fields"),
         "sensor_lake_host_userinfo": ("InvalidConnection", userinfo + "the extra fields"),
+        "optimize_glue_missing": (
+            "CatalogTableNotFound",
+            f"table glue://{glue}/missing: table 'missing' does not exist in database '{glue}' of the Glue Data "
+            f"Catalog of region us-east-1 at {sweep.endpoint}",
+        ),
+        "sensor_glue_not_delta": (
+            "NotADeltaTable",
+            f"table glue://{glue}/clicks: the Glue table is not a Delta table (classification=parquet)",
+        ),
     }
     failures = {r["task"]: r for r in sweep.records["failures"]}
     assert sorted(failures) == sorted(FAILING)
@@ -517,6 +558,12 @@ def test_xcom_holds_the_stats_and_payloads(sweep: Sweep) -> None:
     assert all(x["executor"] == "spark" and x["skippedReason"] is None for x in (optimize, zorder, vacuum))
     assert (xcom["new_data"]["versions"], xcom["deferred"]["versions"]) == ([1, 2, 3, 4, 5, 6], [sweep.appended])
     assert xcom["deferred"]["baseline_version"] == 6 and xcom["deferred"]["table_uri"] == sweep.table_uri
+    # by Glue name: the plan ran in the worker on the table's location, and the threshold skipped Spark
+    assert (xcom["optimize_glue"]["numFilesRemoved"], xcom["optimize_glue"]["skippedReason"]) == (
+        TABLE_FILES,
+        f"{TABLE_FILES} files to compact, fewer than min_small_files=1000",
+    )
+    assert (xcom["sensor_glue"]["table_uri"], xcom["sensor_glue"]["versions"]) == (sweep.table_uri, [1, 2, 3, 4, 5, 6])
 
 
 def test_rendered_fields_and_the_trigger_are_in_the_metadata_database(sweep: Sweep) -> None:

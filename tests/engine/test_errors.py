@@ -32,6 +32,7 @@ EXTRA: dict[str, dict[str, Any]] = {
     "TableRecreated": {"since": 12, "latest": 2, "table_id": "5f0c"},
     "MissingDependency": {"package": "plotly", "extra": "html"},
     "InvalidPolicy": {"key": "min_input_files"},
+    "CatalogTableNotFound": {"database": "sales", "table": "orders"},
 }
 
 ERROR_CLASSES = sorted(

@@ -11,7 +11,9 @@ This folder is the DAGS_FOLDER of the run, so it holds only this file. The test 
 - ``optimize_skipped``: through the unreachable address on the table ``compacted``, which has nothing to compact;
 - the failures, each on the table ``idle`` (so that "nothing written" is checked on a table nothing else touches):
   ``optimize_unreachable``, ``optimize_bad_where`` (without the preflight, so the run on Connect raises it) and,
-  when ``$DELTALITE_CONNECT_BAD_TOKEN`` is set, ``optimize_bad_token``.
+  when ``$DELTALITE_CONNECT_BAD_TOKEN`` is set, ``optimize_bad_token``;
+- when ``$DELTALITE_CONNECT_GLUE`` is set, ``optimize_glue``: OPTIMIZE of the table ``glued`` by its Glue name,
+  through ``lake_glue`` (the credentials of ``lake``, a Glue database as base URI).
 
 Every operator runs under `probe`: while it executes, a thread lists the task process's descendants (their command
 lines) every 20 ms, and a canary child (``sleep``) is ended once the listing saw it (or after 10 s); the listing is
@@ -43,6 +45,7 @@ from tests.airflow.task_process import append_record, failure_record, run_dag
 DAG_ID = "deltalite_spark_connect"
 OUT = Path(os.environ.get("DELTALITE_CONNECT_OUT", "."))
 BAD_TOKEN = bool(os.environ.get("DELTALITE_CONNECT_BAD_TOKEN"))
+GLUE = bool(os.environ.get("DELTALITE_CONNECT_GLUE"))
 CANARY = ("sleep", "30")
 
 
@@ -177,6 +180,11 @@ with DAG(
     if BAD_TOKEN:
         Optimize(
             task_id="optimize_bad_token", table_uri="idle", deltalite_conn_id="lake", spark_conn_id="spark_bad_token"
+        )
+    if GLUE:
+        # the name is resolved in the worker: the Connect session works on the table's location
+        Optimize(
+            task_id="optimize_glue", table_uri="glued", deltalite_conn_id="lake_glue", spark_conn_id="spark_connect"
         )
 
 

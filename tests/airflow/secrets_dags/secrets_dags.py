@@ -8,7 +8,9 @@ same S3 table (on moto) through deltalite connections holding distinctive creden
   failures before and inside the Spark job;
 - ``lake_uri``: an Airflow URI-format connection, ``deltalite://s3://user:password@bucket?__extra__=...``, whose extra
   holds Azure, GCS and S3 secret fields (all parsed and masked; the Azure and GCS ones do not apply to S3: refused);
-- ``lake_host_userinfo``: a base URI (host) ``s3://user:password@bucket`` (refused).
+- ``lake_host_userinfo``: a base URI (host) ``s3://user:password@bucket`` (refused);
+- ``lake_glue``: the credentials of ``lake`` with a Glue database as base URI (``glue://<database>``, on moto's
+  Glue), whose ``events`` is the table above as Spark's DeltaCatalog registers it and ``clicks`` a Parquet table.
 
 Spark runs through ``spark3-submit``, a wrapper the test puts first on PATH that records the command lines. Each
 task runs in a task process of its own under Airflow's supervisor, which writes the task log file
@@ -127,6 +129,20 @@ with DAG(
     VacuumOperator(
         task_id="vacuum_lake_host_userinfo", table_uri="events", **{**local, "deltalite_conn_id": "lake_host_userinfo"}
     )
+    # Tables by their Glue name: resolved in the worker with the connection's credentials (Glue GetTable), then
+    # planned there (the threshold skips Spark) or watched; a missing table and a table of another format fail.
+    glue = {**local, "deltalite_conn_id": "lake_glue"}
+    optimize_glue = OptimizeOperator(task_id="optimize_glue", table_uri="events", min_small_files=1000, **glue)
+    sensor_glue = NewVersionSensor(
+        task_id="sensor_glue", table_uri="events", deltalite_conn_id="lake_glue", since=0, poke_interval=0.2,
+        timeout=30, mode="poke",
+    )  # fmt: skip
+    [optimize_glue, sensor_glue] >> optimize  # both see the table as created: six files, versions 1 to 6
+    OptimizeOperator(task_id="optimize_glue_missing", table_uri="missing", **glue)
+    NewVersionSensor(
+        task_id="sensor_glue_not_delta", table_uri="clicks", deltalite_conn_id="lake_glue", since=0,
+        poke_interval=0.2, timeout=10, mode="poke",
+    )  # fmt: skip
     for conn_id in CONNECTIONS:
         NewVersionSensor(
             task_id=f"sensor_{conn_id}", table_uri="events", deltalite_conn_id=conn_id, poke_interval=0.2,
