@@ -204,8 +204,8 @@ def test_the_trigger_watches_a_table_by_its_glue_name(gluelake: dict[str, Any]) 
 
 
 def test_the_lake_dags_discovery_lists_the_delta_tables_of_a_glue_database(gluelake: dict[str, Any]) -> None:
-    """example_dags/maintain_lake.py's ``find_tables`` with a ``glue://`` prefix: the names its mapped maintenance
-    tasks then resolve one by one."""
+    """example_dags/maintain_lake.py's ``plan`` with a ``glue://`` prefix: the lake plan names the database's Delta
+    tables (not its Parquet one) by their catalog names, which the mapped maintenance tasks then resolve one by one."""
     import importlib.util
 
     from tests.airflow.conftest import EXAMPLE_DAGS
@@ -215,8 +215,9 @@ def test_the_lake_dags_discovery_lists_the_delta_tables_of_a_glue_database(gluel
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     dag = module.deltalite_maintain_lake()
-    find_tables = dag.get_task("find_tables").python_callable
+    plan = dag.get_task("plan").python_callable
     db = gluelake["database"]
-    assert find_tables(f"glue://{db}", "gluelake") == [f"glue://{db}/events", f"glue://{db}/orders"]
+    lake_plan = plan([f"glue://{db}"], "gluelake", {}, None, None, None, "")
+    assert sorted(t["tableUri"] for t in lake_plan["tables"]) == [f"glue://{db}/events", f"glue://{db}/orders"]
     op = DeltaMaintenanceOperator(task_id="maintain", table_uri=f"glue://{db}/events", deltalite_conn_id="gluelake")
     assert op.resolve({}) == gluelake["data"]["events"]
