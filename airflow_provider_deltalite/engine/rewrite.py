@@ -127,6 +127,8 @@ class RewriteTask:
         deletion_timestamp: the time stamped on every remove (one per operation, as the reference does).
         writer: how the new file is encoded.
         tags: tags for the new file's add action, if any.
+        min_row_group_size: stitch (`engine/rewrite_stitch.py`): copy the row groups of at least this many compressed
+            bytes as they are and re-encode the rest; None: re-encode every row (`rewrite_files`).
     """
 
     table: TableContext
@@ -135,6 +137,7 @@ class RewriteTask:
     deletion_timestamp: int
     writer: WriterOptions = field(default_factory=WriterOptions)
     tags: Mapping[str, str] | None = None
+    min_row_group_size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -150,6 +153,11 @@ class RewriteResult:
     bytes_written: int
     deletion_vectors_removed: int
     deleted_rows_removed: int
+    # how the rows got there (`engine/rewrite_stitch.py`): inputs with row groups copied byte for byte, inputs
+    # decoded and encoded again, and the column-chunk bytes copied
+    files_copied: int = 0
+    files_reencoded: int = 0
+    bytes_copied: int = 0
 
 
 def rewrite_files(task: RewriteTask) -> RewriteResult:
@@ -301,6 +309,7 @@ def rewrite_result(
         bytes_written=sum(int(a["size"]) for a in adds),
         deletion_vectors_removed=len(dvs),
         deleted_rows_removed=sum(int(dv.get("cardinality") or 0) for dv in dvs),
+        files_reencoded=len(files),
     )
 
 
@@ -337,6 +346,30 @@ def dictionary_columns(rows: pa.Table) -> list[str] | bool:
         if distinct * width <= DICTIONARY_PAGE_BYTES:
             chosen.append(name)
     return chosen
+
+
+def parquet_writer(
+    sink: Any, schema: pa.Schema, options: WriterOptions, first: pa.Table | None, delta_encoded: Sequence[str] = ()
+) -> pq.ParquetWriter:
+    """The Parquet writer of new data files (`first`: the rows its dictionary choice is judged on; None: none)."""
+    dictionary: list[str] | bool = False
+    if options.dictionary and first is not None:
+        dictionary = dictionary_columns(first)
+    encoding = None
+    if delta_encoded and dictionary is not True:  # pyarrow takes an encoding only where no dictionary is
+        dictionary = [c for c in dictionary or [] if c not in delta_encoded] or False
+        encoding = dict.fromkeys(delta_encoded, "DELTA_BINARY_PACKED")
+    return pq.ParquetWriter(
+        sink,
+        schema,
+        compression=options.compression,
+        compression_level=options.compression_level,
+        data_page_size=options.data_page_bytes,
+        use_dictionary=dictionary,
+        column_encoding=encoding,
+        dictionary_pagesize_limit=DICTIONARY_PAGE_BYTES,
+        write_statistics=True,
+    )
 
 
 class _RowCounter:
@@ -415,23 +448,7 @@ class _FileWriter:
 
     def _open(self, first: pa.Table) -> None:
         self._sink = self.storage.create_data_file(self.storage.full_path(self.relative))
-        options = self.options
-        dictionary = dictionary_columns(first) if options.dictionary else False
-        encoding = None
-        if self.delta_encoded and dictionary is not True:  # pyarrow takes an encoding only where no dictionary is
-            dictionary = [c for c in dictionary or [] if c not in self.delta_encoded] or False
-            encoding = dict.fromkeys(self.delta_encoded, "DELTA_BINARY_PACKED")
-        self._writer = pq.ParquetWriter(
-            self._sink,
-            self.schema,
-            compression=options.compression,
-            compression_level=options.compression_level,
-            data_page_size=options.data_page_bytes,
-            use_dictionary=dictionary,
-            column_encoding=encoding,
-            dictionary_pagesize_limit=DICTIONARY_PAGE_BYTES,
-            write_statistics=True,
-        )
+        self._writer = parquet_writer(self._sink, self.schema, self.options, first, self.delta_encoded)
 
     def _error(self, exc: BaseException) -> StorageError:
         return StorageError(

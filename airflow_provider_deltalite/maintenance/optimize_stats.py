@@ -55,7 +55,9 @@ class OptimizeStats:
     when nothing was committed, e.g. on an already optimized table or a dry run) and ``committed_versions`` lists
     every commit when ``batch_size`` split the work. ``num_bins_deferred`` and ``bytes_deferred`` count the bins
     (partitions for Z-order, new cubes for clustering) and their input bytes that ``max_bytes_to_rewrite`` left for a
-    later run.
+    later run. ``num_files_copied`` counts the compacted files of which at least one row group was copied byte for
+    byte (stitched), ``num_files_reencoded`` those whose rows were all decoded and encoded again, and
+    ``bytes_copied`` the column-chunk bytes copied.
     """
 
     num_files_added: int
@@ -83,6 +85,9 @@ class OptimizeStats:
     clustering_stats: dict[str, Any] | None = field(default=None)
     num_bins_deferred: int = 0
     bytes_deferred: int = 0
+    num_files_copied: int = 0
+    num_files_reencoded: int = 0
+    bytes_copied: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """The stats as a JSON-ready dict with camelCase keys (``numFilesAdded``, ``filesAdded.totalSize``...)."""

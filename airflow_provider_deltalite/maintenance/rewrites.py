@@ -42,6 +42,11 @@ DEFAULT_FILE_SIZE = GIB  # the reference's optimize.minFileSize and optimize.max
 DEFAULT_MAX_DELETED_ROWS_RATIO = 0.05
 
 
+# OPTIMIZE copies row groups of at least this many compressed bytes and re-encodes smaller ones (min_row_group_size).
+# MEASURED_BELOW
+DEFAULT_MIN_ROW_GROUP_SIZE = 8 * 1024 * 1024
+
+
 # Outer retries after a conflict the transaction could not resolve (each on the newest snapshot).
 MAX_REBASES = 10
 

@@ -1,0 +1,284 @@
+"""Compacting a bin by stitching: row groups that are large enough are copied byte for byte, the rest re-encoded.
+
+A bin's rows end up in one new file either way; what differs is the work. For each input, in order:
+
+- re-encoded whole (as `rewrite_files` does) when it has a deletion vector to apply, when its Parquet schema is not
+  the one our writer gives the table (schema drift, column mapping, INT96, another writer's annotations), when it is
+  encrypted or written by a writer whose statistics readers do not trust, when its Delta statistics cannot be merged
+  (`engine/stats_merge.py`), or when none of its row groups reaches ``min_row_group_size``;
+- otherwise its row groups of at least ``min_row_group_size`` compressed bytes are copied (`engine/parquet/stitch.py`)
+  and its smaller ones decoded and encoded together with the other re-encoded rows, into row groups of the writer's
+  size, in the same output file. No output has the tiny row groups that made plain concatenation slow to read
+  (PARQUET-1115).
+
+A bin with nothing to copy, and every bin of a table whose rewritten files carry materialised row-tracking columns,
+goes through `rewrite_files` unchanged. Row order inside the output differs from the inputs' (copied row groups
+first); OPTIMIZE promises no order, and the rows are the same.
+
+The new file's statistics are merged from the copied inputs' Delta statistics and the statistics collected over the
+re-encoded rows of the other inputs (`merge_stats`); if they cannot be merged the rows are read again for them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from airflow_provider_deltalite.engine.conform import delta_schema_to_arrow, to_physical
+from airflow_provider_deltalite.engine.data_file_paths import new_data_file_path, partition_directory
+from airflow_provider_deltalite.engine.data_files import iter_file_rows
+from airflow_provider_deltalite.engine.errors import DeltaLiteError, StorageError
+from airflow_provider_deltalite.engine.parquet.footer import FileMetaData, read_footer
+from airflow_provider_deltalite.engine.parquet.stitch import (
+    NotStitchable,
+    SourceFile,
+    StitchWriter,
+    row_group_bytes,
+)
+from airflow_provider_deltalite.engine.rewrite import (
+    RewriteResult,
+    RewriteTask,
+    TableContext,
+    WriterOptions,
+    again_after_interrupted_uploads,
+    iter_live_rows,
+    parquet_writer,
+    rewrite_files,
+    rewrite_result,
+)
+from airflow_provider_deltalite.engine.stats_collect import StatsCollector
+from airflow_provider_deltalite.engine.stats_merge import load_stats, merge_stats
+from airflow_provider_deltalite.engine.stats_values import dump_json_exact
+
+log = logging.getLogger(__name__)
+
+__all__ = ["compact_files", "reference_footer"]
+
+
+def compact_files(task: RewriteTask) -> RewriteResult:
+    """Rewrite ``task.files`` into one new file, copying the row groups of at least ``task.min_row_group_size``
+    bytes that can be copied; `rewrite_files` when stitching is off or nothing can be copied.
+
+    The result counts the inputs copied (``files_copied``: at least one row group copied byte for byte) and
+    re-encoded (``files_reencoded``: every row decoded), and ``bytes_copied``.
+
+    Raises:
+        StorageError: an input is missing or unreadable, or the output cannot be written.
+        SchemaError: an input column cannot be read as the table's type.
+    """
+    if task.min_row_group_size is None or task.table.row_tracking is not None or not task.files:
+        return rewrite_files(task)
+    return again_after_interrupted_uploads(lambda: _compact_once(task))
+
+
+@functools.lru_cache(maxsize=16)
+def _reference_bytes(schema: pa.Schema, options: WriterOptions) -> bytes:
+    sink = pa.BufferOutputStream()
+    parquet_writer(sink, schema, options, None).close()
+    return bytes(sink.getvalue())
+
+
+def reference_footer(schema: pa.Schema, options: WriterOptions) -> FileMetaData:
+    """The footer our writer gives a file of ``schema`` with no rows: the schema elements, column orders, created_by
+    and ``ARROW:schema`` every stitched file gets, and that its sources must match."""
+    return read_footer(_reference_bytes(schema, options))
+
+
+@dataclass
+class _Copied:
+    add: Mapping[str, Any]
+    source: SourceFile
+    groups: list[int]
+    small: list[int]
+    stats: dict[str, Any]
+
+
+def _collector(ctx: TableContext) -> StatsCollector:
+    return StatsCollector(
+        ctx.schema,
+        column_mapping_mode=ctx.column_mapping_mode,
+        partition_columns=ctx.partition_columns,
+        configuration=ctx.configuration,
+        table_uri=ctx.storage.table_uri,
+    )
+
+
+def _plan_source(
+    ctx: TableContext, add: Mapping[str, Any], reference: FileMetaData, minimum: int, shape: StatsCollector
+) -> _Copied | None:
+    """The row groups of ``add`` to copy and to re-encode, or None when the file is re-encoded whole (why: logged)."""
+    path = add["path"]
+    if add.get("deletionVector"):
+        return None
+    stats = load_stats(add.get("stats"))
+    if stats is None or merge_stats(shape, [stats]) is None:
+        log.debug("%s is re-encoded: its Delta statistics cannot be merged", path)
+        return None
+    storage = ctx.storage
+    if not storage.serves(path):
+        return None  # iter_file_rows names the problem
+    full = storage.resolve_data_path(path)
+
+    def read(offset: int, length: int) -> bytes:
+        return storage.read_range(full, offset, length)
+
+    def large(meta: FileMetaData) -> list[int]:
+        return [i for i, g in enumerate(meta.row_groups) if row_group_bytes(g) >= minimum]
+
+    try:
+        source = SourceFile.load(path, int(add["size"]), read, reference, large)
+    except NotStitchable as exc:
+        log.debug("%s is re-encoded: %s", path, exc)
+        return None
+    except FileNotFoundError:
+        raise StorageError(f"data file {path} is referenced by the log but missing", storage.table_uri) from None
+    if source.meta.num_rows != stats["numRecords"]:
+        log.debug("%s is re-encoded: its footer and its Delta statistics count different rows", path)
+        return None
+    groups = large(source.meta)
+    if not groups:
+        return None
+    small = [i for i in range(len(source.meta.row_groups)) if i not in set(groups)]
+    return _Copied(add, source, groups, small, stats)
+
+
+class _Reencoder:
+    """Encodes rows into row groups of the writer's size, each appended to the stitched file as it is full."""
+
+    def __init__(self, out: StitchWriter, schema: pa.Schema, options: WriterOptions, reference: FileMetaData) -> None:
+        self.out = out
+        self.schema = schema
+        self.options = options
+        self.reference = reference
+        self._buffer: list[pa.Table] = []
+        self._buffered = 0
+        self.rows = 0
+
+    def write(self, rows: pa.Table) -> None:
+        if not rows.num_rows:
+            return
+        self._buffer.append(rows)
+        self._buffered += rows.nbytes
+        if self._buffered >= self.options.row_group_bytes:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self._buffer:
+            return
+        group = pa.concat_tables(self._buffer) if len(self._buffer) > 1 else self._buffer[0]
+        self._buffer, self._buffered = [], 0
+        sink = pa.BufferOutputStream()
+        writer = parquet_writer(sink, self.schema, self.options, group)
+        writer.write_table(group, row_group_size=max(group.num_rows, 1))
+        writer.close()
+        data = bytes(sink.getvalue())
+        try:
+            source = SourceFile.load("re-encoded rows", len(data), lambda o, n: data[o : o + n], self.reference)
+        except NotStitchable as exc:  # our own writer, our own schema: cannot happen unless pyarrow changes
+            raise AssertionError(f"re-encoded rows do not fit the reference footer: {exc}") from None
+        self.out.append(source, range(len(source.meta.row_groups)))
+        self.rows += group.num_rows
+
+
+def _compact_once(task: RewriteTask) -> RewriteResult:
+    ctx = task.table
+    storage = ctx.storage
+    mode = ctx.column_mapping_mode
+    uri = storage.table_uri
+    minimum = int(task.min_row_group_size or 0)
+    physical_schema = delta_schema_to_arrow(ctx.schema, physical=True, mode=mode, exclude=ctx.partition_columns)
+    reference = reference_footer(physical_schema, task.writer)
+    shape = _collector(ctx)
+    plans = [_plan_source(ctx, add, reference, minimum, shape) for add in task.files]
+    copied = [p for p in plans if p is not None]
+    if not copied:
+        return rewrite_files(task)
+    whole = [add for add, p in zip(task.files, plans, strict=True) if p is None]
+
+    partition_values = dict(task.files[0].get("partitionValues") or {})
+    directory = partition_directory(ctx.partition_columns, ctx.partition_physical_names, partition_values)
+    relative, log_path = new_data_file_path(directory, codec=task.writer.compression, column_mapping=mode != "none")
+    collector = _collector(ctx)
+    sink = storage.create_data_file(storage.full_path(relative))
+    try:
+        out = StitchWriter(sink.write)
+        for plan in copied:
+            out.append(plan.source, plan.groups)
+        bytes_copied = out.bytes_copied
+        again = _Reencoder(out, physical_schema, task.writer, reference)
+
+        def physical(rows: pa.Table) -> pa.Table:
+            return to_physical(rows, ctx.schema, mode=mode, exclude=ctx.partition_columns, table_uri=uri)
+
+        for plan in copied:
+            if plan.small:  # their rows are in the file's own Delta statistics: no need to collect them
+                for rows in iter_file_rows(
+                    storage,
+                    plan.add["path"],
+                    None,
+                    ctx.schema,
+                    mode=mode,
+                    partition_columns=ctx.partition_columns,
+                    row_groups=plan.small,
+                ):
+                    again.write(physical(rows))
+        for rows in iter_live_rows(ctx, whole):
+            if rows.num_rows:
+                batch = physical(rows)
+                collector.update(batch)
+                again.write(batch)
+        again.flush()
+        size = out.finish(reference)
+        sink.close()
+    except DeltaLiteError:
+        _close_quietly(sink)
+        raise
+    except (pa.ArrowException, OSError) as exc:
+        _close_quietly(sink)
+        raise StorageError(f"cannot write data file {relative}: {type(exc).__name__}: {exc}", uri) from None
+    except BaseException:
+        _close_quietly(sink)
+        raise
+    inputs = [p.stats for p in copied]
+    if collector.num_records:
+        inputs.append(collector.to_dict())
+    stats = merge_stats(shape, inputs)
+    if stats is None:
+        # a bound the collector could not print (a date outside years 1-9999) in the re-encoded rows: count again
+        collector = _collector(ctx)
+        for rows in iter_live_rows(ctx, task.files):
+            if rows.num_rows:
+                collector.update(physical(rows))
+        stats = collector.to_dict()
+    written = sum(g.num_rows for g in out.row_groups)
+    if written != stats["numRecords"]:
+        raise StorageError(
+            f"stitched file {relative} holds {written} rows where its inputs hold {stats['numRecords']}; nothing is "
+            "committed and the file is left for VACUUM",
+            uri,
+        )
+    add: dict[str, Any] = {
+        "path": log_path,
+        "partitionValues": partition_values,
+        "size": size,
+        "modificationTime": int(time.time() * 1000),
+        "dataChange": False,
+        "stats": dump_json_exact(stats),
+    }
+    if task.tags:
+        add["tags"] = dict(task.tags)
+    result = rewrite_result(task.task_id, task.files, [add], task.deletion_timestamp, written)
+    return dataclasses.replace(result, files_copied=len(copied), files_reencoded=len(whole), bytes_copied=bytes_copied)
+
+
+def _close_quietly(sink: Any) -> None:
+    with contextlib.suppress(Exception):  # the error that made us stop matters, not this one
+        sink.close()
