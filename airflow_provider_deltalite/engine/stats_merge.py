@@ -9,8 +9,10 @@ their bounds may be wide (``tightBounds: false``) and their rows are rewritten a
 Truncated string bounds stay valid bounds: a stored min is a prefix of the column's smallest value, so it is at most
 that value, and the smallest of such lower bounds is at most the smallest value of all inputs; a stored max (cut with
 a tie-breaker) is at least the column's largest value, and the largest of such upper bounds is at least the largest
-value of all. The merged string bounds are cut again to the table's prefix length (a cut min stays below, a cut max
-with its tie-breaker stays above), and a max that has no safe cut is dropped, which no reader can misuse.
+value of all. The merged min is cut again to the table's prefix length (a prefix of a lower bound is a lower bound,
+and cutting is idempotent); the merged max is kept as the input wrote it: cutting a max that already ends in a
+tie-breaker again would only loosen it. An input whose max has no safe cut (Spark drops it) leaves the merged max
+out, which no reader can misuse.
 
 `merge_stats` returns None when an input lacks a statistic the table's configuration asks for (another writer, or
 the configuration changed since): then the caller computes the statistics from the rows instead.
@@ -27,7 +29,7 @@ from typing import Any
 from airflow_provider_deltalite.engine.stats_collect import StatsCollector
 from airflow_provider_deltalite.engine.stats_columns import Leaf, Struct
 from airflow_provider_deltalite.engine.stats_json import MAX_VALUES, MIN_VALUES, NULL_COUNT, NUM_RECORDS
-from airflow_provider_deltalite.engine.stats_values import truncate_max, truncate_min
+from airflow_provider_deltalite.engine.stats_values import truncate_min
 
 __all__ = ["load_stats", "merge_stats"]
 
@@ -133,9 +135,8 @@ def _merge_nodes(
             continue
         low = _merge_leaf_bounds(node, sub_min, sub_count, records, is_max=False)
         high = _merge_leaf_bounds(node, sub_max, sub_count, records, is_max=True)
-        if node.kind == "string":
-            low = truncate_min(low, prefix) if isinstance(low, str) else low
-            high = (truncate_max(high, prefix) or _MISSING) if isinstance(high, str) else high
+        if node.kind == "string" and isinstance(low, str):
+            low = truncate_min(low, prefix)
         if low is not _MISSING:
             mins[node.name] = low
         if high is not _MISSING:
