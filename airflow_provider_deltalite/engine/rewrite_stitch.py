@@ -126,9 +126,15 @@ def _plan_source(
     if not storage.serves(path):
         return None  # iter_file_rows names the problem
     full = storage.resolve_data_path(path)
+    # Storage reads a range by a path it resolves itself: relative to the root, or absolute on local disk
+    name = storage.relative_to_root(full)
+    if name is None:
+        if not storage.native_files:
+            return None  # a file outside the table's root on an object store: read it the usual way
+        name = full
 
     def read(offset: int, length: int) -> bytes:
-        return storage.read_range(full, offset, length)
+        return storage.read_range(name, offset, length)
 
     def large(meta: FileMetaData) -> list[int]:
         return [i for i, g in enumerate(meta.row_groups) if row_group_bytes(g) >= minimum]

@@ -160,4 +160,5 @@ def clustering_run_stats(
         clustering_stats=clustering_stats,
         num_bins_deferred=len(deferred),
         bytes_deferred=sum(b.size for b in deferred),
+        num_files_reencoded=0 if dry_run else len(removed),  # clustering sorts rows: every file is re-encoded
     )

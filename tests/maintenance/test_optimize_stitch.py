@@ -16,6 +16,7 @@ import pytest
 from airflow_provider_deltalite import DeltaTable
 from airflow_provider_deltalite.engine.parquet.footer import read_footer
 from airflow_provider_deltalite.maintenance.optimize import optimize
+from tests.conformance.corpus import row_multiset
 from tests.helpers import copy_table
 from tests.maintenance.stitch_checks import (
     check_page_locations,
@@ -226,3 +227,35 @@ def test_corpus_tables_compact_to_the_same_rows(name: str, tmp_path: Path) -> No
 def agreed_columns(path: Path) -> list[str]:
     rows, _ = oracle_rows(path)
     return next(iter(rows.values())).column_names
+
+
+def test_stitching_on_s3_reads_ranges_and_writes_one_object(s3_endpoint: dict[str, Any], tmp_path: Path) -> None:
+    import s3fs
+
+    from tests.moto_server import deltars_s3_options
+
+    fs = s3fs.S3FileSystem(**s3_endpoint)
+    bucket = f"stitch-{tmp_path.name.lower().replace('_', '-')[:40]}"
+    fs.call_s3("create_bucket", Bucket=bucket)
+    uri = f"s3://{bucket}/t"
+    options = deltars_s3_options(s3_endpoint)
+    for i in range(3):
+        deltalake.write_deltalake(uri, _batch(i), mode="append", writer_properties=_writer(), storage_options=options)
+    before = row_counts = deltalake.DeltaTable(uri, storage_options=options).to_pyarrow_table()
+    stats = optimize(DeltaTable(uri, s3_endpoint), min_row_group_size=1)
+    assert (stats.num_files_copied, stats.num_files_reencoded, stats.num_files_added) == (3, 0, 1)
+    after = deltalake.DeltaTable(uri, storage_options=options).to_pyarrow_table()
+    columns = before.column_names
+    assert row_multiset(after, columns) == row_multiset(row_counts, columns)
+    (uri_file,) = deltalake.DeltaTable(uri, storage_options=options).file_uris()
+    data = fs.cat(uri_file.removeprefix("s3://"))
+    assert [g.num_rows for g in read_footer(data).row_groups] == [GROUP_ROWS, GROUP_ROWS, 4000] * 3
+    check_page_locations(data)
+
+
+def test_liquid_clustering_clusters_and_copies_nothing(tmp_path: Path) -> None:
+    path = copy_table("delta-rs/table_with_liquid_clustering", tmp_path / "t")
+    before = agreed_rows(path)
+    stats = optimize(DeltaTable(str(path)), min_row_group_size=1)
+    assert stats.num_files_copied == 0 and stats.num_files_reencoded == stats.num_files_removed
+    assert_rows_agree(path, before, columns=agreed_columns(path))
