@@ -36,6 +36,7 @@ from airflow_provider_deltalite.engine.conform import delta_schema_to_arrow, to_
 from airflow_provider_deltalite.engine.data_file_paths import new_data_file_path, partition_directory
 from airflow_provider_deltalite.engine.data_files import iter_file_rows
 from airflow_provider_deltalite.engine.errors import DeltaLiteError, StorageError
+from airflow_provider_deltalite.engine.parquet.encodings import dictionary_verdicts
 from airflow_provider_deltalite.engine.parquet.footer import FileMetaData, read_footer
 from airflow_provider_deltalite.engine.parquet.stitch import (
     NotStitchable,
@@ -49,6 +50,7 @@ from airflow_provider_deltalite.engine.rewrite import (
     TableContext,
     WriterOptions,
     again_after_interrupted_uploads,
+    input_verdicts,
     iter_live_rows,
     parquet_writer,
     rewrite_files,
@@ -159,8 +161,16 @@ def _plan_source(
 class _Reencoder:
     """Encodes rows into row groups of the writer's size, each appended to the stitched file as it is full."""
 
-    def __init__(self, out: StitchWriter, schema: pa.Schema, options: WriterOptions, reference: FileMetaData) -> None:
+    def __init__(
+        self,
+        out: StitchWriter,
+        schema: pa.Schema,
+        options: WriterOptions,
+        reference: FileMetaData,
+        verdicts: dict[str, bool] | None,
+    ) -> None:
         self.out = out
+        self.verdicts = verdicts
         self.schema = schema
         self.options = options
         self.reference = reference
@@ -182,7 +192,7 @@ class _Reencoder:
         group = pa.concat_tables(self._buffer) if len(self._buffer) > 1 else self._buffer[0]
         self._buffer, self._buffered = [], 0
         sink = pa.BufferOutputStream()
-        writer = parquet_writer(sink, self.schema, self.options, group)
+        writer = parquet_writer(sink, self.schema, self.options, group, verdicts=self.verdicts)
         writer.write_table(group, row_group_size=max(group.num_rows, 1))
         writer.close()
         data = bytes(sink.getvalue())
@@ -219,7 +229,12 @@ def _compact_once(task: RewriteTask) -> RewriteResult:
         for plan in copied:
             out.append(plan.source, plan.groups)
         bytes_copied = out.bytes_copied
-        again = _Reencoder(out, physical_schema, task.writer, reference)
+        verdicts = None
+        if task.writer.dictionary:
+            verdicts = dictionary_verdicts([p.source.meta for p in copied])
+            for column, verdict in input_verdicts(storage, whole).items():
+                verdicts[column] = verdict and verdicts.get(column, True)
+        again = _Reencoder(out, physical_schema, task.writer, reference, verdicts)
 
         def physical(rows: pa.Table) -> pa.Table:
             return to_physical(rows, ctx.schema, mode=mode, exclude=ctx.partition_columns, table_uri=uri)

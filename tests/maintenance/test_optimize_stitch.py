@@ -259,3 +259,36 @@ def test_liquid_clustering_clusters_and_copies_nothing(tmp_path: Path) -> None:
     stats = optimize(DeltaTable(str(path)), min_row_group_size=1)
     assert stats.num_files_copied == 0 and stats.num_files_reencoded == stats.num_files_removed
     assert_rows_agree(path, before, columns=agreed_columns(path))
+
+
+def _encodings(data: bytes, column: str) -> tuple[bool, set[int]]:
+    """(has a dictionary page, encodings of its data pages) of ``column`` over a file's row groups."""
+    dictionary, encodings = False, set()
+    for group in read_footer(data).row_groups:
+        for chunk in group.columns:
+            md = chunk.meta_data
+            if md.path == (column,):
+                dictionary |= md.dictionary_page_offset is not None
+                encodings |= {s.encoding for s in md.encoding_stats if s.page_type in (0, 3)}
+    return dictionary, encodings
+
+
+def test_a_column_whose_input_dictionary_overflowed_is_written_plain(tmp_path: Path) -> None:
+    # `k` starts with 10 distinct values (what a first-rows sample sees), then every value is new: delta-rs's writer
+    # tried a dictionary and fell back to plain pages in each input; `low` stays low-cardinality throughout
+    path = tmp_path / "t"
+    n = 120_000
+    for f in range(2):
+        k = [f"v{j % 10}" if j < 80_000 else f"{f}-{j:012d}-unique-padding-{j:020d}" for j in range(n)]
+        data = pa.table({"k": k, "low": [f"low-{j % 7}" for j in range(n)], "id": pa.array(range(n), pa.int64())})
+        deltalake.write_deltalake(str(path), data, mode="append")
+    for f in path.glob("*.parquet"):
+        assert _encodings(f.read_bytes(), "k") == (True, {0, 8})  # PLAIN and RLE_DICTIONARY data pages: a fallback
+    before = agreed_rows(path)
+    stats = optimize(DeltaTable(str(path)))
+    assert (stats.num_files_copied, stats.num_files_reencoded) == (0, 2)
+    assert_rows_agree(path, before, columns=_columns(path))
+    (add,) = commit_actions(path, stats.committed_version, "add")
+    data = file_of(path, add).read_bytes()
+    assert _encodings(data, "k") == (False, {0})  # plain only: no dictionary built only to be dropped
+    assert _encodings(data, "low")[0] is True
