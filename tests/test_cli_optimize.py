@@ -49,6 +49,7 @@ STATS_KEYS = {
     "numFilesCopied",
     "numFilesReencoded",
     "bytesCopied",
+    "bytesUploaded",
 }
 
 

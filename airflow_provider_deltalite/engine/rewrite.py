@@ -161,6 +161,9 @@ class RewriteResult:
     files_copied: int = 0
     files_reencoded: int = 0
     bytes_copied: int = 0
+    # bytes this process wrote to the store for the new files (a stitched file composed on the store from ranges of
+    # its inputs sends only what it re-encoded, its page indexes and its footer)
+    bytes_uploaded: int = 0
 
 
 def rewrite_files(task: RewriteTask) -> RewriteResult:
@@ -350,6 +353,7 @@ def rewrite_result(
         deletion_vectors_removed=len(dvs),
         deleted_rows_removed=sum(int(dv.get("cardinality") or 0) for dv in dvs),
         files_reencoded=len(files),
+        bytes_uploaded=sum(int(a["size"]) for a in adds),
     )
 
 

@@ -59,8 +59,13 @@ from airflow_provider_deltalite.engine.rewrite import (
 from airflow_provider_deltalite.engine.stats_collect import StatsCollector
 from airflow_provider_deltalite.engine.stats_merge import load_stats, merge_stats
 from airflow_provider_deltalite.engine.stats_values import dump_json_exact
+from airflow_provider_deltalite.engine.storage.base import Segment
 
 log = logging.getLogger(__name__)
+
+# The most bytes a composed file's own pieces (re-encoded rows, page indexes, footer) may take in memory before the
+# upload; a bin with more re-encoded rows streams its file instead.
+COMPOSE_LITERAL_BYTES = 64 * 1024 * 1024
 
 __all__ = ["compact_files", "reference_footer"]
 
@@ -143,6 +148,7 @@ def _plan_source(
 
     try:
         source = SourceFile.load(path, int(add["size"]), read, reference, large)
+        source.copy_name = name
     except NotStitchable as exc:
         log.debug("%s is re-encoded: %s", path, exc)
         return None
@@ -223,9 +229,19 @@ def _compact_once(task: RewriteTask) -> RewriteResult:
     directory = partition_directory(ctx.partition_columns, ctx.partition_physical_names, partition_values)
     relative, log_path = new_data_file_path(directory, codec=task.writer.compression, column_mapping=mode != "none")
     collector = _collector(ctx)
-    sink = storage.create_data_file(storage.full_path(relative))
+    # On a store that composes objects from ranges (S3), the copied chunks never pass through this process: the
+    # file is a list of ranges and the bytes written here, sent as one multipart upload. Those bytes are held until
+    # then, so only a bin whose re-encoded part is small goes that way.
+    literal = sum(row_group_bytes(p.source.meta.row_groups[g]) for p in copied for g in p.small)
+    literal += sum(int(add.get("size") or 0) for add in whole)
+    segments: list[Segment] | None = None
+    if storage.composes_from_ranges and literal <= COMPOSE_LITERAL_BYTES:
+        segments = []
+        sink: Any = _Segments(segments)
+    else:
+        sink = storage.create_data_file(storage.full_path(relative))
     try:
-        out = StitchWriter(sink.write)
+        out = StitchWriter(sink.write, sink.copy if segments is not None else None)
         for plan in copied:
             out.append(plan.source, plan.groups)
         bytes_copied = out.bytes_copied
@@ -258,7 +274,11 @@ def _compact_once(task: RewriteTask) -> RewriteResult:
                 again.write(batch)
         again.flush()
         size = out.finish(reference)
-        sink.close()
+        if segments is not None:
+            uploaded = storage.compose(relative, segments)
+        else:
+            sink.close()
+            uploaded = size
     except DeltaLiteError:
         _close_quietly(sink)
         raise
@@ -297,7 +317,33 @@ def _compact_once(task: RewriteTask) -> RewriteResult:
     if task.tags:
         add["tags"] = dict(task.tags)
     result = rewrite_result(task.task_id, task.files, [add], task.deletion_timestamp, written)
-    return dataclasses.replace(result, files_copied=len(copied), files_reencoded=len(whole), bytes_copied=bytes_copied)
+    return dataclasses.replace(
+        result,
+        files_copied=len(copied),
+        files_reencoded=len(whole),
+        bytes_copied=bytes_copied,
+        bytes_uploaded=uploaded,
+    )
+
+
+class _Segments:
+    """Collects a composed file's pieces: bytes written here (merged while contiguous) and ranges to copy."""
+
+    def __init__(self, segments: list[Segment]) -> None:
+        self.segments = segments
+
+    def write(self, data: bytes) -> None:
+        last = self.segments[-1] if self.segments else None
+        if isinstance(last, bytearray):
+            last += data
+        else:
+            self.segments.append(bytearray(data))
+
+    def copy(self, name: str, start: int, length: int) -> None:
+        self.segments.append((name, start, length))
+
+    def close(self) -> None:
+        """Nothing was written to the store yet."""
 
 
 def _close_quietly(sink: Any) -> None:

@@ -352,4 +352,5 @@ def _stats(
         num_files_copied=copied,
         num_files_reencoded=len(removed) - copied if not dry_run else 0,
         bytes_copied=sum(r.bytes_copied for r in results),
+        bytes_uploaded=sum(r.bytes_uploaded for r in results),
     )

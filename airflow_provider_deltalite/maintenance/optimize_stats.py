@@ -57,7 +57,9 @@ class OptimizeStats:
     (partitions for Z-order, new cubes for clustering) and their input bytes that ``max_bytes_to_rewrite`` left for a
     later run. ``num_files_copied`` counts the compacted files of which at least one row group was copied byte for
     byte (stitched), ``num_files_reencoded`` those whose rows were all decoded and encoded again, and
-    ``bytes_copied`` the column-chunk bytes copied.
+    ``bytes_copied`` the column-chunk bytes copied; ``bytes_uploaded`` the bytes the workers wrote to the store
+    (on S3 a stitched file is composed on the store from ranges of its inputs: only its re-encoded rows, page indexes
+    and footer are sent).
     """
 
     num_files_added: int
@@ -88,6 +90,7 @@ class OptimizeStats:
     num_files_copied: int = 0
     num_files_reencoded: int = 0
     bytes_copied: int = 0
+    bytes_uploaded: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """The stats as a JSON-ready dict with camelCase keys (``numFilesAdded``, ``filesAdded.totalSize``...)."""

@@ -292,3 +292,36 @@ def test_a_column_whose_input_dictionary_overflowed_is_written_plain(tmp_path: P
     data = file_of(path, add).read_bytes()
     assert _encodings(data, "k") == (False, {0})  # plain only: no dictionary built only to be dropped
     assert _encodings(data, "low")[0] is True
+
+
+def test_on_s3_large_row_groups_are_copied_by_the_store_not_sent(s3_endpoint: dict[str, Any], tmp_path: Path) -> None:
+    import numpy as np
+    import s3fs
+
+    from tests.moto_server import deltars_s3_options
+
+    fs = s3fs.S3FileSystem(**s3_endpoint)
+    bucket = f"compose-{tmp_path.name.lower().replace('_', '-')[:40]}"
+    fs.call_s3("create_bucket", Bucket=bucket)
+    uri = f"s3://{bucket}/t"
+    options = deltars_s3_options(s3_endpoint)
+    rng = np.random.default_rng(7)
+    n = 800_000  # random int64s: about 6.1 MiB a row group, over S3's 5 MiB minimum part
+    props = deltalake.WriterProperties(max_row_group_size=n, compression="SNAPPY")
+    for i in range(3):
+        data = pa.table({"id": pa.array(range(i * n, (i + 1) * n), pa.int64()), "r": rng.integers(0, 2**62, n)})
+        deltalake.write_deltalake(uri, data, mode="append", writer_properties=props, storage_options=options)
+    before = deltalake.DeltaTable(uri, storage_options=options).to_pyarrow_table()
+    stats = optimize(DeltaTable(uri, s3_endpoint), min_row_group_size=5 * 1024 * 1024)
+    assert (stats.num_files_copied, stats.num_files_reencoded, stats.num_files_added) == (3, 0, 1)
+    compacted = stats.files_removed.total_size
+    assert stats.bytes_copied > 0.99 * compacted
+    assert stats.bytes_uploaded < 0.05 * compacted  # page indexes and the footer only
+    after = deltalake.DeltaTable(uri, storage_options=options).to_pyarrow_table()
+    assert row_multiset(after, before.column_names) == row_multiset(before, before.column_names)
+    (uri_file,) = deltalake.DeltaTable(uri, storage_options=options).file_uris()
+    data = fs.cat(uri_file.removeprefix("s3://"))
+    assert len(data) == stats.files_added.total_size
+    assert [g.num_rows for g in read_footer(data).row_groups] == [n] * 3
+    check_page_locations(data)
+    assert fs.call_s3("list_multipart_uploads", Bucket=bucket).get("Uploads", []) == []

@@ -114,6 +114,8 @@ class SourceFile:
     footer_start: int
     read: ReadRange
     indexes: dict[tuple[int, int], _ChunkIndexes] = field(default_factory=dict)
+    # the file as the store's `compose` names it, when its ranges may be copied on the store
+    copy_name: str | None = None
 
     @classmethod
     def load(
@@ -258,11 +260,20 @@ class _Pending:
 
 
 class StitchWriter:
-    """Writes a Parquet file from copied row groups; ``write`` is the sink's write (the file's bytes, in order)."""
+    """Writes a Parquet file from copied row groups; ``write`` is the sink's write (the file's bytes, in order).
 
-    def __init__(self, write: Callable[[bytes], object]) -> None:
+    With ``copy``, the column chunks of a source that has a ``copy_name`` are not read: ``copy(copy_name, start,
+    length)`` records the range instead (for a store that composes objects from ranges, `Storage.compose`).
+    """
+
+    def __init__(self, write: Callable[[bytes], object], copy: Callable[[str, int, int], object] | None = None) -> None:
         self._write = write
-        self._write(MAGIC)
+        self._copy = copy
+        # a composed file may begin with its first source's own magic, so that its first copied range starts at 0
+        # (a literal first part would have to be filled to S3's 5 MiB from that range, sending its bytes)
+        self._magic_written = copy is None
+        if self._magic_written:
+            self._write(MAGIC)
         self.position = len(MAGIC)
         self.row_groups: list[RowGroup] = []
         self._pending: list[_Pending] = []
@@ -278,8 +289,16 @@ class StitchWriter:
             first_new = self.position
             # the chunks of a row group are usually contiguous: copy them with one read
             for (lo, hi), members in _runs(ranges):
-                data = source.read(lo, hi - lo)
-                self._write(data)
+                if self._copy is not None and source.copy_name is not None:
+                    if not self._magic_written and lo == len(MAGIC) and source.read(0, len(MAGIC)) == MAGIC:
+                        self._copy(source.copy_name, 0, hi)
+                        self._magic_written = True
+                    else:
+                        self._start()
+                        self._copy(source.copy_name, lo, hi - lo)
+                else:
+                    self._start()
+                    self._write(source.read(lo, hi - lo))
                 for c in members:
                     start, _ = ranges[c]
                     self._shift(chunks[c], self.position + (start - lo) - start, source.indexes.get((g, c)))
@@ -334,11 +353,18 @@ class StitchWriter:
         meta.num_rows = sum(g.num_rows for g in self.row_groups)
         meta.row_groups = self.row_groups
         raw = encode_footer(meta)
+        self._start()
         self._write(raw + len(raw).to_bytes(4, "little") + MAGIC)
         self.position += len(raw) + 8
         return self.position
 
+    def _start(self) -> None:
+        if not self._magic_written:
+            self._write(MAGIC)
+            self._magic_written = True
+
     def _emit(self, data: bytes) -> int:
+        self._start()
         at = self.position
         self._write(data)
         self.position += len(data)
