@@ -56,6 +56,8 @@ T = TypeVar("T")
 
 # pyarrow's default dictionary page limit; a column whose dictionary outgrows it falls back to plain encoding
 DICTIONARY_PAGE_BYTES = 1024 * 1024
+# Inputs whose footers are read for their dictionary verdicts (`input_verdicts`).
+VERDICT_FILES = 8
 # A bin whose upload is interrupted by a transient fault is written again, up to this many times in all.
 UPLOAD_ATTEMPTS = 3
 _DICTIONARY_SAMPLE_ROWS = 65_536
@@ -196,12 +198,14 @@ def rewrite_files(task: RewriteTask) -> RewriteResult:
 
 
 def input_verdicts(storage: Storage, files: Sequence[Mapping[str, Any]]) -> dict[str, bool]:
-    """The dictionary verdicts (`dictionary_verdicts`) of the inputs' footers: one ranged read of each file's end.
+    """The dictionary verdicts (`dictionary_verdicts`) of the footers of the largest `VERDICT_FILES` inputs: one
+    ranged read of each one's end (bounded, so a bin of thousands of small files on an object store does not pay a
+    request per file for it).
 
     A footer that cannot be read says nothing; reading the rows reports the problem with the file.
     """
     footers = []
-    for add in files:
+    for add in sorted(files, key=lambda a: -int(a.get("size") or 0))[:VERDICT_FILES]:
         try:
             full = storage.resolve_data_path(add["path"])
             name = storage.relative_to_root(full) or (full if storage.native_files else None)

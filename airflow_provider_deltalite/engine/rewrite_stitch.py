@@ -123,8 +123,8 @@ def _plan_source(
 ) -> _Copied | None:
     """The row groups of ``add`` to copy and to re-encode, or None when the file is re-encoded whole (why: logged)."""
     path = add["path"]
-    if add.get("deletionVector"):
-        return None
+    if add.get("deletionVector") or int(add.get("size") or 0) < minimum:
+        return None  # a file smaller than the threshold has no row group to copy: its footer is not even read
     stats = load_stats(add.get("stats"))
     if stats is None or merge_stats(shape, [stats]) is None:
         log.debug("%s is re-encoded: its Delta statistics cannot be merged", path)
