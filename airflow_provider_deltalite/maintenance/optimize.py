@@ -8,6 +8,11 @@ With ``max_bytes_to_rewrite`` the bins are taken in that order while their input
 the rest are deferred to a later run and counted in the stats. Bins are grouped into batches of ``batch_size`` input
 bytes, one commit each.
 
+Each bin is written by `engine.rewrite_stitch.compact_files`: the row groups of at least ``min_row_group_size``
+compressed bytes of inputs that can be copied are copied byte for byte under a new footer (stitched), the rest of the
+rows re-encoded into the same file; the stats count both (``numFilesCopied``, ``numFilesReencoded``,
+``bytesCopied``).
+
 On a liquid-clustered table (writer feature ``clustering`` with clustering columns) OPTIMIZE clusters instead, as
 Delta's does: `clustering.liquid` (``where`` is refused there; ``min_file_size``, ``max_deleted_rows_ratio`` and
 ``batch_size`` do not apply; ``full`` and ``min_cube_size`` apply only there).
