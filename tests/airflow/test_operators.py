@@ -175,6 +175,7 @@ def test_below_min_reclaimable_bytes_returns_the_listing_without_starting_spark(
         "zorder",
         "flag",
         "rewrite-budget",
+        "row-group-size",
         "files-budget",
         "no-table",
     ],
