@@ -5,6 +5,7 @@ delta-kernel-rs, Spark's own Parquet reader) and its statistics recomputed from 
 from __future__ import annotations
 
 import collections
+import json
 from pathlib import Path
 from typing import Any
 
@@ -325,3 +326,29 @@ def test_on_s3_large_row_groups_are_copied_by_the_store_not_sent(s3_endpoint: di
     assert [g.num_rows for g in read_footer(data).row_groups] == [n] * 3
     check_page_locations(data)
     assert fs.call_s3("list_multipart_uploads", Bucket=bucket).get("Uploads", []) == []
+
+
+def test_an_int96_file_next_to_int64_files_is_re_encoded(tmp_path: Path) -> None:
+    # one file rewritten in place with INT96 timestamps (as old Spark writes them), its size fixed in the log
+    path = _delta_rs_table(tmp_path / "t", files=3)
+    victim = sorted(path.glob("*.parquet"))[0]
+    rows = pq.read_table(victim)
+    pq.write_table(rows, victim, use_deprecated_int96_timestamps=True)
+    size = victim.stat().st_size
+    for commit in (path / "_delta_log").glob("*.json"):
+        lines = []
+        for line in commit.read_text().splitlines():
+            action = json.loads(line)
+            if "add" in action and action["add"]["path"] == victim.name:
+                action["add"]["size"] = size
+            lines.append(json.dumps(action))
+        commit.write_text("\n".join(lines) + "\n")
+    assert read_footer(victim.read_bytes()).schema[5].type == 3  # INT96
+    before = agreed_rows(path)
+    stats = optimize(DeltaTable(str(path)), min_row_group_size=1)
+    assert (stats.num_files_copied, stats.num_files_reencoded) == (2, 1)
+    assert_rows_agree(path, before, columns=_columns(path))
+    (add,) = commit_actions(path, stats.committed_version, "add")
+    out = file_of(path, add)
+    assert read_footer(out.read_bytes()).schema[5].type == 2  # ts back to INT64 microseconds, as the table's
+    assert check_stats_hold(out, add["stats"]) > 0
