@@ -48,6 +48,7 @@ def _spark_rows(frame: Any) -> collections.Counter:
     return collections.Counter(tuple(r) for r in frame.collect())
 
 
+ROW_READER_QUERIES = (None, "id between 30000 and 30100 or id = 79999")
 SELECT = ["id", "name", "value", "cast(day as string) as day", "unix_micros(ts) as ts", "p", "s.x", "s.y"]
 
 
@@ -116,12 +117,14 @@ def test_spark_parquet_reader_reads_stitched_files_as_pyarrow_reads_the_inputs(
             stitched, originals = stitched.where(where), originals.where(where)
         got = _spark_rows(stitched.selectExpr(*SELECT))
         want = _spark_rows(originals.selectExpr(*SELECT))
-        # vectorised off too: the row-by-row reader follows the page index on its own path
-        spark.conf.set("spark.sql.parquet.enableVectorizedReader", "false")
-        again = spark.read.parquet(str(file_of(path, add)))
-        if where:
-            again = again.where(where)
-        got_rows = _spark_rows(again.selectExpr(*SELECT))
+        got_rows = got
+        if where in ROW_READER_QUERIES:
+            # vectorised off too: the row-by-row reader follows the page index on its own path
+            spark.conf.set("spark.sql.parquet.enableVectorizedReader", "false")
+            again = spark.read.parquet(str(file_of(path, add)))
+            if where:
+                again = again.where(where)
+            got_rows = _spark_rows(again.selectExpr(*SELECT))
     finally:
         for key, value in saved.items():
             if value is None:
