@@ -83,7 +83,10 @@ def compact_files(task: RewriteTask) -> RewriteResult:
     """
     if task.min_row_group_size is None or task.table.row_tracking is not None or not task.files:
         return rewrite_files(task)
-    return again_after_interrupted_uploads(lambda: _compact_once(task))
+    # the fallback runs outside this retry loop: `rewrite_files` has its own, and two nested loops would write a bin
+    # nine times instead of three
+    stitched = again_after_interrupted_uploads(lambda: _compact_once(task))
+    return stitched if stitched is not None else rewrite_files(task)
 
 
 @functools.lru_cache(maxsize=16)
@@ -210,7 +213,7 @@ class _Reencoder:
         self.rows += group.num_rows
 
 
-def _compact_once(task: RewriteTask) -> RewriteResult:
+def _compact_once(task: RewriteTask) -> RewriteResult | None:
     ctx = task.table
     storage = ctx.storage
     mode = ctx.column_mapping_mode
@@ -222,7 +225,7 @@ def _compact_once(task: RewriteTask) -> RewriteResult:
     plans = [_plan_source(ctx, add, reference, minimum, shape) for add in task.files]
     copied = [p for p in plans if p is not None]
     if not copied:
-        return rewrite_files(task)
+        return None  # nothing to copy: the caller re-encodes the bin
     whole = [add for add, p in zip(task.files, plans, strict=True) if p is None]
 
     partition_values = dict(task.files[0].get("partitionValues") or {})
