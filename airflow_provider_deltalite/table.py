@@ -76,6 +76,7 @@ class DeltaTable(Table):
         writer_options: WriterOptions | None = None,
         retry: RetryPolicy | None = None,
         progress: Callable[[OptimizeProgress], None] | None = None,
+        min_row_group_size: int | None = None,
     ) -> OptimizeStats:
         """Compact small files (bin packing), or cluster a liquid-clustered table; the options are those of
         `OptimizeOptions` (``full`` and ``min_cube_size`` apply to clustered tables only).
@@ -98,6 +99,7 @@ class DeltaTable(Table):
                 "min_cube_size": min_cube_size,
                 "max_bytes_to_rewrite": max_bytes_to_rewrite,
                 "history_uri": history_uri,
+                "min_row_group_size": min_row_group_size,
             },
             self.uri,
         )

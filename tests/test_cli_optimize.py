@@ -18,6 +18,7 @@ import pyarrow as pa
 import pytest
 
 from tests.helpers import CORPUS, cli_failure, run_cli, tree_state
+from tests.oracles import agreed_rows
 
 ICEBERG = CORPUS / "delta-golden/table-with-icebegCompatV2Enabled"  # writer feature icebergCompatV2 (not writable)
 STATS_KEYS = {
@@ -45,6 +46,10 @@ STATS_KEYS = {
     "clusteringStats",
     "numBinsDeferred",
     "bytesDeferred",
+    "numFilesCopied",
+    "numFilesReencoded",
+    "bytesCopied",
+    "bytesUploaded",
 }
 
 
@@ -175,6 +180,9 @@ def test_bad_inputs_are_one_line_and_write_nothing(tmp_path: Path) -> None:
     assert _failed("--batch-size", "many", path) == (
         "deltalite: error: argument --batch-size: not a whole number of bytes: 'many'"
     )
+    assert _failed("--min-row-group-size", "0", path) == (
+        f"deltalite: error: table {path}: min_row_group_size must be a positive number of bytes, got 0"
+    )
     assert _failed("--spark-master", "local[2]", path) == "deltalite: error: --spark-master needs --executor spark"
     assert _failed("--max-concurrent-tasks", "0", path) == (
         "deltalite: error: max_concurrent_tasks must be at least 1, got 0"
@@ -212,3 +220,14 @@ def test_an_option_error_names_the_table_as_resolved_not_as_typed(
     assert (out.returncode, out.stdout) == (2, "")
     assert out.stderr == f"deltalite: error: table {tmp_path / 't'}: {problem}\n"
     assert tree_state(tmp_path / "t") == before
+
+
+def test_min_row_group_size_copies_row_groups_and_the_json_says_so(tmp_path: Path) -> None:
+    path = _table(tmp_path / "t", files=3, partitioned=False)
+    before = agreed_rows(path)
+    result = run_cli("optimize", "--json", "--min-row-group-size", "1", path)
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert (doc["numFilesCopied"], doc["numFilesReencoded"], doc["numFilesRemoved"]) == (3, 0, 3)
+    assert doc["bytesCopied"] > 0
+    assert agreed_rows(path) == before

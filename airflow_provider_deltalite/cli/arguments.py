@@ -106,6 +106,12 @@ def add_optimize_arguments(parser: argparse.ArgumentParser) -> None:
         help="clustered table: cubes of this size are sealed, never rewritten (default 100 x the target size)",
     )
     _add_max_bytes_to_rewrite(parser, "bins")
+    parser.add_argument(
+        "--min-row-group-size",
+        type=byte_count,
+        metavar="BYTES",
+        help="copy row groups of at least this many compressed bytes as they are, re-encode smaller ones (8 MiB)",
+    )
     parser.add_argument("--dry-run", action="store_true", help="plan only; write nothing")
     add_history_argument(parser)
 

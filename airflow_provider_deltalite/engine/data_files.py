@@ -47,6 +47,7 @@ def iter_file_rows(
     batch_rows: int = STREAM_BATCH_ROWS,
     columns: Sequence[str] | None = None,
     row_ids: FileRowIds | None = None,
+    row_groups: Sequence[int] | None = None,
 ) -> Iterator[pa.Table]:
     """Stream the live rows of one data file in the table's logical data schema (partition columns excluded).
 
@@ -54,13 +55,16 @@ def iter_file_rows(
     ``columns`` (top-level logical names) limits what is decoded and returned. With ``row_ids`` (row tracking
     preserved; only without ``columns``), each row also carries its row id and row commit version in the materialised
     columns, appended after the data columns and computed from the physical row index before the deletion vector
-    drops rows.
+    drops rows. ``row_groups`` reads only those row groups (only for a file without a deletion vector or ``row_ids``,
+    whose row positions would be wrong).
 
     Raises:
         StorageError: the file or its deletion vector is missing or unreadable.
         SchemaError: a column of the file cannot be read as the table's type.
     """
     uri = storage.table_uri
+    if row_groups is not None and (deletion_vector is not None or row_ids is not None):
+        raise ValueError("row_groups cannot be read with a deletion vector or row ids")
     _ensure_same_store(storage, path)
     deleted = deleted_row_indexes(storage, path, deletion_vector)
     full = storage.resolve_data_path(path)
@@ -76,7 +80,7 @@ def iter_file_rows(
                 wanted = set(columns)
                 schema = {**schema, "fields": [f for f in schema["fields"] if f["name"] in wanted]}
                 read_columns = file_columns(parquet.schema_arrow, schema, mode)
-            for batch in iter_batches(parquet, batch_rows, read_columns):
+            for batch in iter_batches(parquet, batch_rows, read_columns, row_groups):
                 rows = to_logical(
                     pa.Table.from_batches([batch]), schema, mode=mode, exclude=partition_columns, table_uri=uri
                 )
@@ -97,8 +101,11 @@ def iter_file_rows(
         raise StorageError(f"data file {path} is unreadable: {type(exc).__name__}: {exc}", uri) from None
 
 
-def iter_batches(parquet: pq.ParquetFile, batch_rows: int, columns: Sequence[str] | None) -> Iterator[pa.RecordBatch]:
-    """The file's rows in batches of ``batch_rows`` (the last one shorter), read one row group at a time.
+def iter_batches(
+    parquet: pq.ParquetFile, batch_rows: int, columns: Sequence[str] | None, row_groups: Sequence[int] | None = None
+) -> Iterator[pa.RecordBatch]:
+    """The file's rows (of ``row_groups``, default all) in batches of ``batch_rows`` (the last one shorter), read one
+    row group at a time.
 
     The batches are those of ``parquet.iter_batches(batch_rows)``, which span row groups; but that reader holds the
     compressed column chunks of every row group it has not finished (about the whole file: 1 GiB for a 1 GiB file),
@@ -107,7 +114,7 @@ def iter_batches(parquet: pq.ParquetFile, batch_rows: int, columns: Sequence[str
     """
     pending: list[pa.RecordBatch] = []
     held = 0
-    for group in range(parquet.num_row_groups):
+    for group in range(parquet.num_row_groups) if row_groups is None else row_groups:
         for batch in parquet.iter_batches(batch_size=batch_rows, row_groups=[group], columns=columns):
             start = 0
             while start < batch.num_rows:

@@ -37,6 +37,9 @@ from airflow_provider_deltalite.engine.data_file_paths import new_data_file_path
 from airflow_provider_deltalite.engine.data_files import iter_file_rows
 from airflow_provider_deltalite.engine.errors import DeltaLiteError, StorageError, UploadInterrupted
 from airflow_provider_deltalite.engine.file_actions import remove_from_add
+from airflow_provider_deltalite.engine.parquet.encodings import dictionary_verdicts
+from airflow_provider_deltalite.engine.parquet.footer import FooterError, decode_footer, footer_length
+from airflow_provider_deltalite.engine.parquet.stitch import TAIL_BYTES
 from airflow_provider_deltalite.engine.row_tracking import (
     FileRowIds,
     MaterializedColumns,
@@ -53,6 +56,8 @@ T = TypeVar("T")
 
 # pyarrow's default dictionary page limit; a column whose dictionary outgrows it falls back to plain encoding
 DICTIONARY_PAGE_BYTES = 1024 * 1024
+# Inputs whose footers are read for their dictionary verdicts (`input_verdicts`).
+VERDICT_FILES = 8
 # A bin whose upload is interrupted by a transient fault is written again, up to this many times in all.
 UPLOAD_ATTEMPTS = 3
 _DICTIONARY_SAMPLE_ROWS = 65_536
@@ -127,6 +132,8 @@ class RewriteTask:
         deletion_timestamp: the time stamped on every remove (one per operation, as the reference does).
         writer: how the new file is encoded.
         tags: tags for the new file's add action, if any.
+        min_row_group_size: stitch (`engine/rewrite_stitch.py`): copy the row groups of at least this many compressed
+            bytes as they are and re-encode the rest; None: re-encode every row (`rewrite_files`).
     """
 
     table: TableContext
@@ -135,6 +142,7 @@ class RewriteTask:
     deletion_timestamp: int
     writer: WriterOptions = field(default_factory=WriterOptions)
     tags: Mapping[str, str] | None = None
+    min_row_group_size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -150,6 +158,14 @@ class RewriteResult:
     bytes_written: int
     deletion_vectors_removed: int
     deleted_rows_removed: int
+    # how the rows got there (`engine/rewrite_stitch.py`): inputs with row groups copied byte for byte, inputs
+    # decoded and encoded again, and the column-chunk bytes copied
+    files_copied: int = 0
+    files_reencoded: int = 0
+    bytes_copied: int = 0
+    # bytes this process wrote to the store for the new files (a stitched file composed on the store from ranges of
+    # its inputs sends only what it re-encoded, its page indexes and its footer)
+    bytes_uploaded: int = 0
 
 
 def rewrite_files(task: RewriteTask) -> RewriteResult:
@@ -174,10 +190,39 @@ def rewrite_files(task: RewriteTask) -> RewriteResult:
             counter.count(iter_live_rows(task.table, task.files)),
             task.writer,
             tags=task.tags,
+            verdicts=input_verdicts(task.table.storage, task.files) if task.writer.dictionary else None,
         )
         return rewrite_result(task.task_id, task.files, [add] if add else [], task.deletion_timestamp, counter.rows)
 
     return again_after_interrupted_uploads(rewrite_once)
+
+
+def input_verdicts(storage: Storage, files: Sequence[Mapping[str, Any]]) -> dict[str, bool]:
+    """The dictionary verdicts (`dictionary_verdicts`) of the footers of the largest `VERDICT_FILES` inputs: one
+    ranged read of each one's end (bounded, so a bin of thousands of small files on an object store does not pay a
+    request per file for it).
+
+    A footer that cannot be read says nothing; reading the rows reports the problem with the file.
+    """
+    footers = []
+    for add in sorted(files, key=lambda a: -int(a.get("size") or 0))[:VERDICT_FILES]:
+        try:
+            full = storage.resolve_data_path(add["path"])
+            name = storage.relative_to_root(full) or (full if storage.native_files else None)
+            size = int(add["size"])
+            if name is None or size < 12:
+                continue
+            tail = storage.read_range(name, size - min(size, TAIL_BYTES), min(size, TAIL_BYTES))
+            length = footer_length(tail)
+            raw = (
+                tail[-8 - length : -8]
+                if length + 8 <= len(tail)
+                else storage.read_range(name, size - 8 - length, length)
+            )
+            footers.append(decode_footer(raw))
+        except (DeltaLiteError, FooterError, FileNotFoundError, OSError, ValueError):
+            continue
+    return dictionary_verdicts(footers)
 
 
 def again_after_interrupted_uploads(write: Callable[[], T]) -> T:
@@ -225,8 +270,11 @@ def write_data_file(
     writer: WriterOptions,
     *,
     tags: Mapping[str, str] | None = None,
+    verdicts: Mapping[str, bool] | None = None,
 ) -> dict[str, Any] | None:
     """Write logical ``rows`` into one new data file of the partition; its add action (None when no rows came).
+
+    ``verdicts``: the inputs' dictionary verdicts per physical column (`dictionary_columns`).
 
     The add has ``dataChange=false``, Delta stats for the configured columns, and the table's physical names. When
     the table preserves row ids, the file also holds the materialised row-tracking columns: those ``rows`` carry (as
@@ -248,7 +296,14 @@ def write_data_file(
         table_uri=storage.table_uri,
     )
     # row ids run in long ascending stretches: delta encoding stores them in a few bits (4 MB less per million rows)
-    out = _FileWriter(storage, relative, physical_schema, writer, delta_encoded=(tracked.row_id,) if tracked else ())
+    out = _FileWriter(
+        storage,
+        relative,
+        physical_schema,
+        writer,
+        delta_encoded=(tracked.row_id,) if tracked else (),
+        verdicts=verdicts,
+    )
     try:
         for chunk in rows:
             if chunk.num_rows:
@@ -301,16 +356,20 @@ def rewrite_result(
         bytes_written=sum(int(a["size"]) for a in adds),
         deletion_vectors_removed=len(dvs),
         deleted_rows_removed=sum(int(dv.get("cardinality") or 0) for dv in dvs),
+        files_reencoded=len(files),
+        bytes_uploaded=sum(int(a["size"]) for a in adds),
     )
 
 
-def dictionary_columns(rows: pa.Table) -> list[str] | bool:
+def dictionary_columns(rows: pa.Table, verdicts: Mapping[str, bool] | None = None) -> list[str] | bool:
     """The columns worth dictionary-encoding: those whose distinct values in a row group like ``rows`` should fit one
-    dictionary page.
+    dictionary page, and whose dictionary did not overflow in the inputs' own chunks.
 
     The distinct values are counted in the first ``_DICTIONARY_SAMPLE_ROWS`` rows; where most of those are distinct,
-    the count is scaled up to the row group. True (all, with the writer's own fallback) when a column is nested, as
-    the writer names nested leaves by path.
+    the count is scaled up to the row group. ``verdicts`` (`engine.parquet.encodings.dictionary_verdicts` of the
+    inputs' footers) rules out a column whose dictionary an input's writer had to give up on: judged over whole
+    chunks, that outweighs a sample of the first rows (sorted data starts with few distinct values). True (all, with
+    the writer's own fallback) when a column is nested, as the writer names nested leaves by path.
 
     Example:
         >>> dictionary_columns(pa.table({"day": ["mon", "tue"] * 100_000, "id": list(range(200_000))}))
@@ -323,6 +382,8 @@ def dictionary_columns(rows: pa.Table) -> list[str] | bool:
             return True
         if pa.types.is_boolean(kind):
             continue  # bit-packed already
+        if verdicts is not None and verdicts.get(name) is False:
+            continue  # an input's dictionary for this column overflowed its page
         sample = column.slice(0, _DICTIONARY_SAMPLE_ROWS).drop_null()
         if len(sample) == 0:
             chosen.append(name)
@@ -337,6 +398,36 @@ def dictionary_columns(rows: pa.Table) -> list[str] | bool:
         if distinct * width <= DICTIONARY_PAGE_BYTES:
             chosen.append(name)
     return chosen
+
+
+def parquet_writer(
+    sink: Any,
+    schema: pa.Schema,
+    options: WriterOptions,
+    first: pa.Table | None,
+    delta_encoded: Sequence[str] = (),
+    verdicts: Mapping[str, bool] | None = None,
+) -> pq.ParquetWriter:
+    """The Parquet writer of new data files (`first`: the rows its dictionary choice is judged on, with the inputs'
+    ``verdicts``; None: no dictionary)."""
+    dictionary: list[str] | bool = False
+    if options.dictionary and first is not None:
+        dictionary = dictionary_columns(first, verdicts)
+    encoding = None
+    if delta_encoded and dictionary is not True:  # pyarrow takes an encoding only where no dictionary is
+        dictionary = [c for c in dictionary or [] if c not in delta_encoded] or False
+        encoding = dict.fromkeys(delta_encoded, "DELTA_BINARY_PACKED")
+    return pq.ParquetWriter(
+        sink,
+        schema,
+        compression=options.compression,
+        compression_level=options.compression_level,
+        data_page_size=options.data_page_bytes,
+        use_dictionary=dictionary,
+        column_encoding=encoding,
+        dictionary_pagesize_limit=DICTIONARY_PAGE_BYTES,
+        write_statistics=True,
+    )
 
 
 class _RowCounter:
@@ -360,9 +451,11 @@ class _FileWriter:
         options: WriterOptions,
         *,
         delta_encoded: Sequence[str] = (),
+        verdicts: Mapping[str, bool] | None = None,
     ) -> None:
         self.storage = storage
         self.delta_encoded = tuple(delta_encoded)
+        self.verdicts = verdicts
         self.relative = relative
         self.schema = schema
         self.options = options
@@ -415,23 +508,7 @@ class _FileWriter:
 
     def _open(self, first: pa.Table) -> None:
         self._sink = self.storage.create_data_file(self.storage.full_path(self.relative))
-        options = self.options
-        dictionary = dictionary_columns(first) if options.dictionary else False
-        encoding = None
-        if self.delta_encoded and dictionary is not True:  # pyarrow takes an encoding only where no dictionary is
-            dictionary = [c for c in dictionary or [] if c not in self.delta_encoded] or False
-            encoding = dict.fromkeys(self.delta_encoded, "DELTA_BINARY_PACKED")
-        self._writer = pq.ParquetWriter(
-            self._sink,
-            self.schema,
-            compression=options.compression,
-            compression_level=options.compression_level,
-            data_page_size=options.data_page_bytes,
-            use_dictionary=dictionary,
-            column_encoding=encoding,
-            dictionary_pagesize_limit=DICTIONARY_PAGE_BYTES,
-            write_statistics=True,
-        )
+        self._writer = parquet_writer(self._sink, self.schema, self.options, first, self.delta_encoded, self.verdicts)
 
     def _error(self, exc: BaseException) -> StorageError:
         return StorageError(

@@ -329,6 +329,26 @@ class StatsCollector:
             _update(self._nodes, batch, batch.num_rows, self._prefix, self._table_uri)
 
     @property
+    def nodes(self) -> list[Leaf | Struct]:
+        """The selected columns as a tree (physical names), for code that merges statistics of this shape."""
+        return self._nodes
+
+    @property
+    def prefix(self) -> int:
+        """The string prefix length bounds are cut to."""
+        return self._prefix
+
+    @staticmethod
+    def struct_has_minmax(node: Leaf | Struct) -> bool:
+        """Whether minValues/maxValues hold an entry for ``node`` (a struct needs a leaf that can have a bound)."""
+        return _has_minmax(node)
+
+    @staticmethod
+    def struct_has_leaf(node: Leaf | Struct) -> bool:
+        """Whether nullCount holds an entry for ``node``."""
+        return _has_leaf(node)
+
+    @property
     def num_records(self) -> int:
         """Rows seen so far."""
         return self._num_records

@@ -8,6 +8,11 @@ With ``max_bytes_to_rewrite`` the bins are taken in that order while their input
 the rest are deferred to a later run and counted in the stats. Bins are grouped into batches of ``batch_size`` input
 bytes, one commit each.
 
+Each bin is written by `engine.rewrite_stitch.compact_files`: the row groups of at least ``min_row_group_size``
+compressed bytes of inputs that can be copied are copied byte for byte under a new footer (stitched), the rest of the
+rows re-encoded into the same file; the stats count both (``numFilesCopied``, ``numFilesReencoded``,
+``bytesCopied``).
+
 On a liquid-clustered table (writer feature ``clustering`` with clustering columns) OPTIMIZE clusters instead, as
 Delta's does: `clustering.liquid` (``where`` is refused there; ``min_file_size``, ``max_deleted_rows_ratio`` and
 ``batch_size`` do not apply; ``full`` and ``min_cube_size`` apply only there).
@@ -44,8 +49,8 @@ from airflow_provider_deltalite.engine.rewrite import (
     RewriteTask,
     TableContext,
     WriterOptions,
-    rewrite_files,
 )
+from airflow_provider_deltalite.engine.rewrite_stitch import compact_files
 from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.engine.table import Table
 from airflow_provider_deltalite.engine.transaction import RetryPolicy
@@ -56,6 +61,7 @@ from airflow_provider_deltalite.maintenance.history.record import recorded
 from airflow_provider_deltalite.maintenance.optimize_stats import FileSizeMetrics, OptimizeStats
 from airflow_provider_deltalite.maintenance.options import OptimizeOptions
 from airflow_provider_deltalite.maintenance.rewrites import (
+    DEFAULT_MIN_ROW_GROUP_SIZE,
     OptimizeProgress,
     commit_rewrite,
     considered_files,
@@ -189,9 +195,10 @@ def optimize(
     Args:
         table: the table.
         options: what to compact (`OptimizeOptions`: ``where``, ``target_size``, ``min_file_size``,
-            ``max_deleted_rows_ratio``, ``batch_size``, ``max_bytes_to_rewrite``, ``dry_run``); or pass those fields as
-            keyword arguments. With ``dry_run`` the stats describe the plan (``plan`` lists the bins) and nothing is
-            written. ``full`` and ``min_cube_size`` apply to clustered tables (`clustering.liquid`).
+            ``max_deleted_rows_ratio``, ``batch_size``, ``max_bytes_to_rewrite``, ``min_row_group_size``,
+            ``dry_run``); or pass those fields as keyword arguments. With ``dry_run`` the stats describe the plan
+            (``plan`` lists the bins) and nothing is written. ``full`` and ``min_cube_size`` apply to clustered
+            tables (`clustering.liquid`).
         executor: where bins are rewritten (default: `LocalExecutor` with ``max_concurrent_tasks`` threads).
         max_concurrent_tasks: threads of the default local executor.
         writer_options: Parquet encoding of the new files.
@@ -219,7 +226,11 @@ def optimize(
     spec = clustering_spec(snapshot)
     if spec is not None and spec.columns:
         # a liquid-clustered table: cluster as Delta's OPTIMIZE does, never bin-pack its cubes away
-        ignored = [n for n in ("min_file_size", "max_deleted_rows_ratio", "batch_size") if getattr(opts, n) is not None]
+        ignored = [
+            n
+            for n in ("min_file_size", "max_deleted_rows_ratio", "batch_size", "min_row_group_size")
+            if getattr(opts, n) is not None
+        ]
         if ignored:
             # Delta ignores them too; say so, since a user who set them expects them to matter
             log.warning(
@@ -253,16 +264,20 @@ def optimize(
             return _stats(plan, executor, start_ms, [], [], dry_run=True)
         ctx = TableContext.from_snapshot(snapshot)
         writer = writer_options or WriterOptions()
+        min_row_group = opts.min_row_group_size or DEFAULT_MIN_ROW_GROUP_SIZE
         deletion_timestamp = int(time.time() * 1000)  # one timestamp for every remove, as the reference
         total_bytes = sum(b.size for b in plan.bins)
         done_bins = done_bytes = 0
         results: list[RewriteResult] = []
         versions: list[int] = []
         for batch in plan.batches:
-            tasks = [RewriteTask(ctx, i, plan.bins[i].files, deletion_timestamp, writer) for i in batch]
+            tasks = [
+                RewriteTask(ctx, i, plan.bins[i].files, deletion_timestamp, writer, min_row_group_size=min_row_group)
+                for i in batch
+            ]
             batch_results: list[RewriteResult] = []
             try:
-                for result in executor.map(rewrite_files, tasks):
+                for result in executor.map(compact_files, tasks):
                     batch_results.append(result)
                     done_bins += 1
                     done_bytes += result.bytes_read
@@ -316,6 +331,7 @@ def _stats(
         added = [int(a["size"]) for r in results for a in r.adds]
         dvs = sum(r.deletion_vectors_removed for r in results)
         dv_rows = sum(r.deleted_rows_removed for r in results)
+    copied = sum(r.files_copied for r in results)
     return OptimizeStats(
         num_files_added=len(added),
         num_files_removed=len(removed),
@@ -340,4 +356,8 @@ def _stats(
         plan=[b.to_dict() for b in plan.bins] if dry_run else None,
         num_bins_deferred=len(plan.deferred),
         bytes_deferred=sum(b.size for b in plan.deferred),
+        num_files_copied=copied,
+        num_files_reencoded=len(removed) - copied if not dry_run else 0,
+        bytes_copied=sum(r.bytes_copied for r in results),
+        bytes_uploaded=sum(r.bytes_uploaded for r in results),
     )

@@ -55,7 +55,11 @@ class OptimizeStats:
     when nothing was committed, e.g. on an already optimized table or a dry run) and ``committed_versions`` lists
     every commit when ``batch_size`` split the work. ``num_bins_deferred`` and ``bytes_deferred`` count the bins
     (partitions for Z-order, new cubes for clustering) and their input bytes that ``max_bytes_to_rewrite`` left for a
-    later run.
+    later run. ``num_files_copied`` counts the compacted files of which at least one row group was copied byte for
+    byte (stitched), ``num_files_reencoded`` those whose rows were all decoded and encoded again, and
+    ``bytes_copied`` the column-chunk bytes copied; ``bytes_uploaded`` the bytes the workers wrote to the store
+    (on S3 a stitched file is composed on the store from ranges of its inputs: only its re-encoded rows, page indexes
+    and footer are sent).
     """
 
     num_files_added: int
@@ -83,6 +87,10 @@ class OptimizeStats:
     clustering_stats: dict[str, Any] | None = field(default=None)
     num_bins_deferred: int = 0
     bytes_deferred: int = 0
+    num_files_copied: int = 0
+    num_files_reencoded: int = 0
+    bytes_copied: int = 0
+    bytes_uploaded: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """The stats as a JSON-ready dict with camelCase keys (``numFilesAdded``, ``filesAdded.totalSize``...)."""
@@ -155,4 +163,5 @@ def clustering_run_stats(
         clustering_stats=clustering_stats,
         num_bins_deferred=len(deferred),
         bytes_deferred=sum(b.size for b in deferred),
+        num_files_reencoded=0 if dry_run else len(removed),  # clustering sorts rows: every file is re-encoded
     )

@@ -292,6 +292,9 @@ class OptimizeOptions(MaintenanceOptions):
             and the stats count them (``numBinsDeferred``, ``bytesDeferred``); a bin larger than the limit is never
             rewritten under it.
         history_uri: append one row about this run to the operations history Delta table there (None: none).
+        min_row_group_size: row groups of at least this many compressed bytes are copied into the new file byte for
+            byte (stitched) instead of decoded and encoded again; smaller ones are re-encoded together into large row
+            groups (default 8 MiB, see ``maintenance/rewrites.py``). A very large value re-encodes everything.
     """
 
     operation: ClassVar[str] = "optimize"
@@ -306,6 +309,7 @@ class OptimizeOptions(MaintenanceOptions):
         "min_cube_size": whole_number,
         "max_bytes_to_rewrite": whole_number,
         "history_uri": lambda _, v: optional_text(v),
+        "min_row_group_size": whole_number,
     }
 
     where: str | None = None
@@ -318,12 +322,20 @@ class OptimizeOptions(MaintenanceOptions):
     min_cube_size: int | None = None
     max_bytes_to_rewrite: int | None = None
     history_uri: str | None = None
+    min_row_group_size: int | None = None
 
     def check(self) -> None:
         history_location(self.history_uri)
         if self.where is not None and not isinstance(self.where, str):
             raise InvalidArgument(f"where must be a predicate string, got {self.where!r}")
-        for name in ("target_size", "min_file_size", "batch_size", "min_cube_size", "max_bytes_to_rewrite"):
+        for name in (
+            "target_size",
+            "min_file_size",
+            "batch_size",
+            "min_cube_size",
+            "max_bytes_to_rewrite",
+            "min_row_group_size",
+        ):
             positive_bytes(name, getattr(self, name))
         _flag("full", self.full)
         self._set("max_deleted_rows_ratio", share("max_deleted_rows_ratio", self.max_deleted_rows_ratio))

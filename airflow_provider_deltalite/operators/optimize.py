@@ -36,6 +36,8 @@ class OptimizeOperator(DeltaLiteSparkJobOperator):
             (default 100 x the target file size) (templated).
         max_bytes_to_rewrite: read at most this many input bytes; the bins that do not fit wait for a later run and
             the stats count them (``numBinsDeferred``, ``bytesDeferred``) (templated).
+        min_row_group_size: row groups of at least this many compressed bytes are copied into the new files byte for
+            byte, smaller ones re-encoded together (default 8 MiB) (templated).
         min_small_files: do nothing (and start no JVM) unless the plan compacts at least this many files; the
             returned stats are then the plan's (``dryRun: true``) with ``skippedReason`` saying why (templated).
 
@@ -57,6 +59,7 @@ class OptimizeOperator(DeltaLiteSparkJobOperator):
         "full",
         "min_cube_size",
         "max_bytes_to_rewrite",
+        "min_row_group_size",
         "min_small_files",
     )
 
@@ -71,6 +74,7 @@ class OptimizeOperator(DeltaLiteSparkJobOperator):
         full: bool | str | None = None,
         min_cube_size: int | str | None = None,
         max_bytes_to_rewrite: int | str | None = None,
+        min_row_group_size: int | str | None = None,
         min_small_files: int | str | None = None,
         **kwargs: Any,
     ) -> None:
@@ -83,6 +87,7 @@ class OptimizeOperator(DeltaLiteSparkJobOperator):
         self.full = full
         self.min_cube_size = min_cube_size
         self.max_bytes_to_rewrite = max_bytes_to_rewrite
+        self.min_row_group_size = min_row_group_size
         self.min_small_files = min_small_files
 
     def option_values(self) -> dict[str, Any]:
@@ -95,6 +100,7 @@ class OptimizeOperator(DeltaLiteSparkJobOperator):
             "full": self.full,
             "min_cube_size": self.min_cube_size,
             "max_bytes_to_rewrite": self.max_bytes_to_rewrite,
+            "min_row_group_size": self.min_row_group_size,
         }
 
     def plan(self, table: DeltaTable, options: OptimizeOptions) -> tuple[dict[str, Any], str | None] | None:

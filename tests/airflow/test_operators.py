@@ -149,6 +149,12 @@ def test_below_min_reclaimable_bytes_returns_the_listing_without_starting_spark(
             "max_bytes_to_rewrite must be a positive number of bytes, got 0",
         ),
         (
+            lambda uri: OptimizeOperator(task_id="o", table_uri=uri, min_row_group_size="{{ params.size }}"),
+            {"size": "-1"},
+            InvalidArgument,
+            "min_row_group_size must be a positive number of bytes, got -1",
+        ),
+        (
             lambda uri: VacuumOperator(task_id="v", table_uri=uri, max_files_to_delete="{{ params.n }}"),
             {"n": "-3"},
             InvalidArgument,
@@ -169,6 +175,7 @@ def test_below_min_reclaimable_bytes_returns_the_listing_without_starting_spark(
         "zorder",
         "flag",
         "rewrite-budget",
+        "row-group-size",
         "files-budget",
         "no-table",
     ],

@@ -425,3 +425,36 @@ def test_result_file_failures_are_storage_errors(store: Store) -> None:
     after = f" after {ATTEMPTS} attempts" if store.kind != "local" else ""  # the local disk is tried once
     assert str(caught.value).startswith(f"table {store.uri}: storage error on r.json{after}: OSError: ")
     assert faulty.count("read") == _tries(store, "read")
+
+
+# -- composing a file from byte ranges ------------------------------------------------------------------------------
+
+COMPOSES = {"local": False, "memory": False, "s3": True}
+
+
+def test_compose_writes_bytes_and_ranges_copying_large_ranges_on_the_store(store: Store, storage: Storage) -> None:
+    mib = 1024 * 1024
+    first, second = os.urandom(6 * mib), os.urandom(7 * mib)
+    storage.write("src/one.bin", first)
+    storage.write("src/two.bin", second)
+    assert storage.composes_from_ranges is COMPOSES[store.kind]
+    # large ranges only, then a footer: on S3 two UploadPartCopy parts and 6 bytes uploaded
+    sent = storage.compose("out/a.bin", [("src/one.bin", 0, 6 * mib), ("src/two.bin", mib, 6 * mib), b"footer"])
+    assert storage.read("out/a.bin") == first + second[mib:] + b"footer"
+    assert sent == (6 if storage.composes_from_ranges else 12 * mib + 6)
+    # small pieces around a range: a part before a copy is filled from the range, so every copied part is >= 5 MiB
+    segments = [b"HEAD", ("src/one.bin", 0, 6 * mib), ("src/two.bin", 100, 1000), ("src/two.bin", mib, 6 * mib), b"T"]
+    sent = storage.compose("out/b.bin", segments)
+    assert storage.read("out/b.bin") == b"HEAD" + first + second[100:1100] + second[mib : 7 * mib] + b"T"
+    assert sent == (4 + 6 * mib + 1000 + 1 if storage.composes_from_ranges else 4 + 12 * mib + 1000 + 1)
+
+
+def test_compose_from_a_missing_file_fails_and_leaves_no_upload(store: Store, storage: Storage) -> None:
+    storage.write("src/one.bin", os.urandom(6 * 1024 * 1024))
+    with pytest.raises(StorageError):
+        storage.compose("out/c.bin", [("src/one.bin", 0, 6 * 1024 * 1024), ("src/missing.bin", 0, 6 * 1024 * 1024)])
+    if store.kind == "s3":
+        bucket = store.uri.removeprefix("s3://").split("/")[0]
+        uploads = store.fs.call_s3("list_multipart_uploads", Bucket=bucket)
+        assert uploads.get("Uploads", []) == []  # aborted: nothing left to bill
+        assert not store.fs.exists(f"{bucket}/t/out/c.bin")

@@ -34,6 +34,7 @@ def test_text_values_as_templates_render_them() -> None:
     assert OptimizeOptions.from_text(
         {"where": "None", "target_size": "268435456", "max_deleted_rows_ratio": "0.1", "dry_run": "TRUE"}
     ) == OptimizeOptions(target_size=268435456, max_deleted_rows_ratio=0.1, dry_run=True)
+    assert OptimizeOptions.from_text({"min_row_group_size": "8388608"}).min_row_group_size == 8 * 1024 * 1024
     assert ZOrderOptions.from_text({"columns": "['x', 'y']"}).columns == ("x", "y")
     assert ZOrderOptions.from_text({"columns": '["x", "y"]'}).columns == ("x", "y")
     assert ZOrderOptions.from_text({"columns": "x, `a,b`"}).columns == ("x", "`a,b`")

@@ -12,13 +12,18 @@ errors.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Mapping
+from collections.abc import Callable, Container, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
 T = TypeVar("T")
+
+# A piece of a composed file (`StorageBackend.compose`): literal bytes, or (source full path, start, length).
+Segment = bytes | bytearray | tuple[str, int, int]
+# Bytes streamed per read when a range passes through this process.
+STREAM_CHUNK_BYTES = 8 * 1024 * 1024
 
 # Paths per delete task: S3's DeleteObjects takes at most 1,000 keys; other stores delete file by file, where the
 # same size keeps tasks short enough to report progress.
@@ -136,6 +141,9 @@ class StorageBackend(Protocol):
             faults are answers).
         default_concurrency: threads that keep the store busy when listing and deleting.
         delete_batch_size: paths per delete task (S3: the DeleteObjects limit).
+        composes_from_ranges: `compose` builds a new object on the store from byte ranges of other objects without
+            their bytes passing through this process (S3: a multipart upload of ``UploadPartCopy`` parts); elsewhere
+            `compose` streams every byte through the worker.
     """
 
     fs: Any
@@ -146,6 +154,7 @@ class StorageBackend(Protocol):
     writes_temporary_files: bool
     transient_faults: bool
     delete_batch_size: int
+    composes_from_ranges: bool
 
     @property
     def default_concurrency(self) -> int: ...
@@ -189,6 +198,13 @@ class StorageBackend(Protocol):
 
     def create_data_file(self, full: str) -> Any:
         """A new file to stream a data file to (parent directories made where `has_real_directories`)."""
+        ...
+
+    def compose(self, full: str, segments: Sequence[Segment]) -> int:
+        """Write a new file ``full`` made of ``segments`` in order: literal bytes, or ``(source full path, start,
+        length)`` ranges of other files of the store. Returns the bytes this process sent (literal bytes, and ranges
+        the store could not copy itself). A failure leaves no object behind where the store can abandon an upload.
+        """
         ...
 
     def write_create_only(self, full: str, data: bytes) -> None:

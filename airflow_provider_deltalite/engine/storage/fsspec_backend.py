@@ -6,18 +6,21 @@ mode. The stores with more to offer subclass it (`local`, `s3`, `memory`).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Sequence
 from typing import Any, TypeVar
 
 from airflow_provider_deltalite.engine.storage.base import (
     DEFAULT_DELETE_BATCH,
+    STREAM_CHUNK_BYTES,
     DeleteOutcome,
     DirListing,
     ErrorTranslation,
     FileInfo,
     ReadFailed,
+    Segment,
     delete_each,
     mtime_ms,
 )
@@ -43,6 +46,7 @@ class FsspecBackend:
     native_files = False
     writes_temporary_files = False
     transient_faults = True
+    composes_from_ranges = False
     delete_batch_size = DEFAULT_DELETE_BATCH
 
     def __init__(self, fs: Any, policy: StorageRetryPolicy) -> None:
@@ -121,6 +125,36 @@ class FsspecBackend:
 
     def create_data_file(self, full: str) -> Any:
         return self.request(lambda: self.fs.open(full, "wb"))
+
+    def compose(self, full: str, segments: Sequence[Segment]) -> int:
+        # the fallback: every byte through this process, ranges read a chunk at a time
+        sent = 0
+        sink = self.create_data_file(full)
+        try:
+            for segment in segments:
+                if isinstance(segment, bytes | bytearray | memoryview):
+                    sink.write(segment)
+                    sent += len(segment)
+                    continue
+                source, start, length = segment
+                end = start + length
+                while start < end:
+                    piece = self.read_range(source, start, min(STREAM_CHUNK_BYTES, end - start))
+                    if not piece:
+                        raise OSError(f"{source} ends before byte {end}")
+                    sink.write(piece)
+                    sent += len(piece)
+                    start += len(piece)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                discard = getattr(sink, "discard", None)  # s3fs-like files: abandon the upload
+                if discard is not None:
+                    discard()
+                else:
+                    sink.close()
+            raise
+        sink.close()  # a streamed upload is finished once: never retried
+        return sent
 
     # -- writes ----------------------------------------------------------------------------------------------
 

@@ -4,9 +4,10 @@ moto). All use of s3fs's private API (its event loop and ``_call_s3``) is here."
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
-from collections.abc import Container, Iterator
+from collections.abc import Container, Iterator, Sequence
 from contextvars import ContextVar
 from datetime import datetime
 from typing import Any
@@ -14,7 +15,7 @@ from urllib.parse import unquote_plus
 from xml.etree import ElementTree
 
 from airflow_provider_deltalite.engine.crash_points import crash_point
-from airflow_provider_deltalite.engine.storage.base import DeleteOutcome, DirListing, FileInfo, mtime_ms
+from airflow_provider_deltalite.engine.storage.base import DeleteOutcome, DirListing, FileInfo, Segment, mtime_ms
 from airflow_provider_deltalite.engine.storage.fsspec_backend import FsspecBackend
 from airflow_provider_deltalite.engine.storage.paths import describe
 from airflow_provider_deltalite.engine.storage.retry import TRANSIENT_CODES, is_backend_failure, is_transient
@@ -97,6 +98,11 @@ class S3Backend(FsspecBackend):
 
     lists_from_name = True
     atomic_create_only = True
+    composes_from_ranges = True
+    # S3's multipart limits: every part but the last at least 5 MiB, at most 5 GiB, at most 10,000 parts
+    min_part_bytes = 5 * 1024 * 1024
+    max_part_bytes = 5 * 1024**3
+    max_parts = 10_000
     delete_batch_size = DELETE_OBJECTS_LIMIT
     list_page_size: int | None = None  # MaxKeys of a listing request (None: the store's default, 1,000)
     list_split_every = LIST_SPLIT_EVERY
@@ -149,6 +155,76 @@ class S3Backend(FsspecBackend):
     def _put_if_absent(self, full: str, data: bytes) -> None:
         crash_point("during_commit_write")
         self.fs.pipe_file(full, data, mode="create")
+
+    def compose(self, full: str, segments: Sequence[Segment]) -> int:
+        """A multipart upload whose parts are ``UploadPartCopy`` ranges of the sources where a range is at least
+        `min_part_bytes`; literal bytes and shorter ranges are gathered into uploaded parts (a short range is read to
+        fill a part, so copies stay at least 5 MiB). Any failure aborts the upload: no part is left to be billed."""
+        bucket, _, key = full.partition("/")
+        upload = self._call("create_multipart_upload", Bucket=bucket, Key=key)["UploadId"]
+        where = {"Bucket": bucket, "Key": key, "UploadId": upload}
+        parts: list[dict[str, Any]] = []
+        pending = bytearray()
+        sent = 0
+
+        def number() -> int:
+            if len(parts) >= self.max_parts:
+                raise OSError(f"composing {full} needs more than {self.max_parts} parts")
+            return len(parts) + 1
+
+        def flush() -> None:
+            nonlocal sent
+            if pending:
+                n = number()
+                body = bytes(pending)
+                response = self._call("upload_part", PartNumber=n, Body=body, **where)
+                parts.append({"PartNumber": n, "ETag": response["ETag"]})
+                sent += len(body)
+                pending.clear()
+
+        def copy(source: str, start: int, length: int) -> None:
+            source_bucket, _, source_key = source.partition("/")
+            n = number()
+            response = self._call(
+                "upload_part_copy",
+                PartNumber=n,
+                CopySource={"Bucket": source_bucket, "Key": source_key},
+                CopySourceRange=f"bytes={start}-{start + length - 1}",
+                **where,
+            )
+            parts.append({"PartNumber": n, "ETag": response["CopyPartResult"]["ETag"]})
+
+        try:
+            for segment in segments:
+                if isinstance(segment, bytes | bytearray | memoryview):
+                    pending += segment
+                    if len(pending) >= self.max_part_bytes // 2:
+                        flush()
+                    continue
+                source, start, length = segment
+                if pending and len(pending) < self.min_part_bytes:
+                    take = min(self.min_part_bytes - len(pending), length)  # the part before a copy must be whole
+                    pending += self.read_range(source, start, take)
+                    start, length = start + take, length - take
+                if length < self.min_part_bytes:
+                    pending += self.read_range(source, start, length) if length else b""
+                    continue
+                flush()
+                while length:
+                    piece = length
+                    if piece > self.max_part_bytes:  # split, leaving no piece under the minimum
+                        piece = min(self.max_part_bytes, length - self.min_part_bytes)
+                    copy(source, start, piece)
+                    start, length = start + piece, length - piece
+            flush()  # the last part may be short
+            if not parts:
+                raise OSError(f"composing {full}: nothing to write")
+            self._call("complete_multipart_upload", MultipartUpload={"Parts": parts}, **where)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self._call("abort_multipart_upload", **where)
+            raise
+        return sent
 
     def has_files_under(self, full_dir: str) -> bool:
         bucket, _, key_prefix = full_dir.partition("/")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import posixpath
-from collections.abc import Container, Iterable, Iterator, Mapping
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -21,6 +21,7 @@ from airflow_provider_deltalite.engine.storage.base import (
     DirListing,
     FileInfo,
     ReadFailed,
+    Segment,
     StorageBackend,
 )
 from airflow_provider_deltalite.engine.storage.create_only_commits import CreateOnlyCommits
@@ -173,6 +174,26 @@ class Storage:
     def has_real_directories(self) -> bool:
         """Directories exist on their own and may be left empty (the local disk)."""
         return self.backend.has_real_directories
+
+    @property
+    def composes_from_ranges(self) -> bool:
+        """`compose` copies byte ranges on the store itself (S3 ``UploadPartCopy``); elsewhere it streams them."""
+        return self.backend.composes_from_ranges
+
+    def compose(self, path: str, segments: Sequence[Segment]) -> int:
+        """Write the new file ``path`` from ``segments``: literal bytes, or ``(path, start, length)`` ranges of other
+        files of the table (paths as `read_range` takes them). Returns the bytes this process sent; on a store that
+        `composes_from_ranges`, ranges of 5 MiB and more are copied by the store and never pass through here.
+
+        Raises:
+            StorageError: a source is missing or a request failed; nothing is left at ``path`` where the store can
+                abandon an upload (S3 aborts the multipart upload).
+        """
+        resolved = [
+            s if isinstance(s, bytes | bytearray | memoryview) else (self.full_path(s[0]), s[1], s[2]) for s in segments
+        ]
+        with self._errors(path, missing=False):
+            return self.backend.compose(self.full_path(path), resolved)
 
     @property
     def native_files(self) -> bool:
