@@ -22,7 +22,7 @@ $(UV):
 
 $(STAMP): pyproject.toml constraints.txt | $(UV)
 	$(PY) -m pip install --quiet -c constraints.txt uv
-	$(UV) pip install --quiet --compile-bytecode --python $(PY) -c constraints.txt -e '.[test,spark]'
+	$(UV) pip install --quiet --compile-bytecode --python $(PY) -c constraints.txt -e '.[test]' pyspark
 	touch $(STAMP)
 
 env: $(STAMP)

@@ -97,7 +97,7 @@ def _client_version(python: str) -> str:
 # -- dependencies ----------------------------------------------------------------------------------------------
 
 
-def test_runtime_requirements_pin_nothing_and_leave_classic_pyspark_to_the_spark_extra(env40: None) -> None:
+def test_runtime_requirements_pin_nothing_and_no_extra_brings_classic_pyspark(env40: None) -> None:
     # the distribution pip installed into .venv-spark40 from this checkout's pyproject.toml
     code = "import importlib.metadata as m, json; print(json.dumps(m.requires('airflow-provider-deltalite')))"
     requires = json.loads(spark40.run([], code=code).stdout)
@@ -111,10 +111,13 @@ def test_runtime_requirements_pin_nothing_and_leave_classic_pyspark_to_the_spark
     assert [r for r in runtime if "==" in r or "===" in r] == []
     assert "apache-airflow-providers-apache-spark" in names  # without [pyspark]: it brings pyspark-client only
     assert not any(n in ("pyspark", "pyspark-client") or n.endswith("[pyspark]") for n in names)
-    assert by_extra["spark"] == ["pyspark>=4.0"]
-    for extra, requirements in by_extra.items():  # classic pyspark through no other extra
-        if extra != "spark":
-            assert not any(re.match(r"pyspark\b(?!-)|.*\[pyspark\]", r) for r in requirements), (extra, requirements)
+    # classic pyspark through no extra (README, Installing: the second command installs the client's release); the
+    # `spark` extra is still declared, empty, so that requirement lines naming it still install
+    code = "import importlib.metadata as m; print(m.metadata('airflow-provider-deltalite').get_all('Provides-Extra'))"
+    assert "'spark'" in spark40.run([], code=code).stdout
+    assert "spark" not in by_extra
+    for extra, requirements in by_extra.items():
+        assert not any(re.match(r"pyspark\b(?!-)|.*\[pyspark\]", r) for r in requirements), (extra, requirements)
     # the 4.0 environment installed the package without its dependencies: pyspark-client alone
     code = "import importlib.util as u; print(u.find_spec('pyspark.core'), u.find_spec('airflow'))"
     assert spark40.run([], code=code).stdout == "None None\n"
@@ -126,8 +129,8 @@ def test_without_classic_pyspark_a_local_master_names_the_spark_extra(env40: Non
     before = tree_state(table)
     install = (
         f"needs classic pyspark, but only pyspark-client {spark40.VERSION} is installed: pip install "
-        f"'airflow-provider-deltalite[spark]' 'pyspark=={spark40.VERSION}' (the same version as your pyspark-client), "
-        "or use a Spark Connect server (sc://host:port)"
+        f"'pyspark=={spark40.VERSION}' (the release of your pyspark-client), or use a Spark Connect server "
+        "(sc://host:port)"
     )
     line = spark40.failure(["optimize", str(table), "--executor", "spark", "--spark-master", "local[2]"])
     assert line == f"deltalite: error: Spark master local[2] {install}"
