@@ -1,6 +1,7 @@
 # `make demo`, `make test` (everything) and `make test-fast` (no JVM, no Airflow: the tests not marked spark or airflow).
 # Each creates the virtualenv from this project's own files first. `make test` also creates .venv-spark40 (env-spark40):
-# the oldest supported Spark's client, for the tests that run the CLI over Spark Connect against a Spark 4.0 server.
+# the oldest supported Spark's client, for the tests that run the CLI over Spark Connect against a Spark 4.0 server,
+# and .venv-spark43 (env-spark43): the newest supported Spark (classic pyspark 4.3, its Connect client included).
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -8,9 +9,11 @@ UV := $(VENV)/bin/uv
 STAMP := $(VENV)/.installed-stamp
 SPARK40 := .venv-spark40
 SPARK40_STAMP := $(SPARK40)/.installed-stamp
+SPARK43 := .venv-spark43
+SPARK43_STAMP := $(SPARK43)/.installed-stamp
 CORPUS ?= ../shared/corpus
 
-.PHONY: env env-spark40 chromium demo test test-fast lint typecheck conformance-doc bench clean
+.PHONY: env env-spark40 env-spark43 chromium demo test test-fast test-install lint typecheck conformance-doc bench clean
 
 # uv installs the packages (pip took most of the ~4 minutes of a fresh `make test`'s two environments); pip itself
 # only installs uv, at the version constraints.txt pins, into the venv, so nothing needs to be installed beforehand.
@@ -43,6 +46,20 @@ $(SPARK40_STAMP): pyproject.toml constraints-spark40.txt | $(UV)
 
 env-spark40: $(SPARK40_STAMP)
 
+# The newest supported Spark, 4.3: classic pyspark 4.3 (there is no pyspark-client 4.3 on the index), whose `connect`
+# extra brings what its Spark Connect client needs, and this package without its dependencies (no Airflow). The same
+# environment is the 4.3 client, the 4.3 Connect server's distribution and the 4.3 spark-submit
+# (tests/executors/spark43.py).
+$(SPARK43_STAMP): pyproject.toml constraints-spark43.txt | $(UV)
+	rm -rf $(SPARK43)
+	$(PYTHON) -m venv --without-pip $(SPARK43)
+	$(UV) pip install --quiet --compile-bytecode --python $(SPARK43)/bin/python -c constraints-spark43.txt \
+		'pyspark[connect]' fsspec
+	$(UV) pip install --quiet --python $(SPARK43)/bin/python --no-deps -e .
+	touch $(SPARK43_STAMP)
+
+env-spark43: $(SPARK43_STAMP)
+
 # tests/report renders the health page in Debian's chromium (playwright drives it; no browser is downloaded).
 chromium:
 	@test -x /usr/bin/chromium || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
@@ -66,9 +83,15 @@ PYTEST_WORKERS ?= 2
 PYTEST_XDIST = -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # The package's own bytecode too: the suite starts hundreds of CLI and job processes, each importing it afresh.
-test: lint typecheck env-spark40 chromium
+test: lint typecheck env-spark40 env-spark43 chromium
 	$(PY) -m compileall -q airflow_provider_deltalite
 	$(PY) -m pytest -q --durations=15 $(PYTEST_XDIST)
+
+# The README's install commands in fresh environments from the package index (no constraints file): a new user and
+# users with pyspark-client 4.0 or 4.1, then an OPTIMIZE on local Spark, over Spark Connect and through spark-submit
+# in each. `make test` runs the same file (tests/install) with the rest of the suite.
+test-install: env
+	$(PY) -m pytest -q -n 0 tests/install
 
 test-fast: lint typecheck chromium
 	$(PY) -m pytest -q --durations=15 $(PYTEST_XDIST) -m "not spark and not airflow"
@@ -81,4 +104,4 @@ bench: env
 	$(PY) benchmarks/commit_and_checkpoint.py
 
 clean:
-	rm -rf $(VENV) $(SPARK40) .pytest_cache .mypy_cache
+	rm -rf $(VENV) $(SPARK40) $(SPARK43) .pytest_cache .mypy_cache
