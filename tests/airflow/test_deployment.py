@@ -43,6 +43,12 @@ pytestmark = pytest.mark.slow
 NIGHTLY, SENSOR = "deltalite_nightly_compaction", "deltalite_new_commits_trigger"
 PLACEHOLDER = "/tmp/deltalite-example/events"
 POLL_SECONDS = 1
+NIGHTLY_CONF = {
+    "min_small_files": 2,
+    "retention_hours": 0,
+    "enforce_retention_duration": False,
+    "spark_conf": FAST_JVM_CONF,
+}
 
 
 def _rows(path: Path) -> collections.Counter:
@@ -52,8 +58,9 @@ def _rows(path: Path) -> collections.Counter:
 class Deployment:
     """The running components, the CLI, and what the metadata database and the task logs say."""
 
-    def __init__(self, stack: AirflowStack, home: AirflowHome, missing: Path) -> None:
-        self.stack, self.home, self.missing = stack, home, missing
+    def __init__(self, stack: AirflowStack, home: AirflowHome, missing: Path, nightly: Path) -> None:
+        self.stack, self.home, self.missing, self.nightly = stack, home, missing, nightly
+        self.nightly_rows = _rows(nightly)
 
     def cli(self, *args: str) -> str:
         out = self.home.run(*args, timeout=120)
@@ -121,6 +128,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
         text = (EXAMPLE_DAGS / name).read_text()
         assert text.count(PLACEHOLDER) == 1, name
         (dags / name).write_text(text.replace(PLACEHOLDER, str(missing)))
+    create_small_file_table(str(root / "nightly" / "events"), files=24, rows_per_file=50)
     port = free_port()
     env = {
         **home.env,
@@ -158,7 +166,13 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
             if time.monotonic() > deadline:
                 pytest.fail(f"the deployment did not come up: api-server healthy {healthy}, DAGs parsed {parsed}")
             time.sleep(0.5)
-        yield Deployment(stack, home, missing)
+        deployment = Deployment(stack, home, missing, root / "nightly" / "events")
+        # Unpaused as a user would, with the placeholder tables: each gets a scheduled run (the first test checks
+        # them). The nightly run starts now, so that its three spark-submits overlap the sensor test.
+        for dag_id in (NIGHTLY, SENSOR):
+            deployment.cli("dags", "unpause", dag_id)
+        deployment.trigger(NIGHTLY, "nightly-1", NIGHTLY_CONF | {"table_uri": str(deployment.nightly)})
+        yield deployment
     finally:
         stack.stop_all()
     shutil.rmtree(root / "home" / "logs", ignore_errors=True)
@@ -166,12 +180,11 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
 
 def test_unpaused_examples_without_their_table_skip_their_scheduled_run_with_one_line(deployment: Deployment) -> None:
     missing = deployment.missing
-    for dag_id in (NIGHTLY, SENSOR):
-        deployment.cli("dags", "unpause", dag_id)
     line = f"table {missing}: path does not exist; skipping this run (set the DAG param table_uri to a Delta table)"
     for dag_id in (NIGHTLY, SENSOR):
         deadline = time.monotonic() + 120
-        while not (runs := deployment.stack.query(f"SELECT run_id FROM dag_run WHERE dag_id = '{dag_id}'")):
+        sql = f"SELECT run_id FROM dag_run WHERE dag_id = '{dag_id}' AND run_type = 'scheduled'"
+        while not (runs := deployment.stack.query(sql)):
             deployment.stack.check_running()
             assert time.monotonic() < deadline, f"no scheduled run of {dag_id}"
             time.sleep(0.5)
@@ -182,41 +195,10 @@ def test_unpaused_examples_without_their_table_skip_their_scheduled_run_with_one
         assert set(states.values()) == {"skipped"}, states
         assert deployment.task_log(dag_id, run_id, "check_table").count(line) == 1
     assert not missing.exists()
-    assert deployment.stack.query("SELECT count(*) FROM trigger") == [(0,)]  # no sensor waited for the table
-
-
-def test_the_nightly_dag_compacts_zorders_and_vacuums(deployment: Deployment, tmp_path: Path) -> None:
-    table = tmp_path / "events"
-    create_small_file_table(str(table), files=24, rows_per_file=50)
-    before = _rows(table)
-    conf = {
-        "table_uri": str(table),
-        "min_small_files": 2,
-        "retention_hours": 0,
-        "enforce_retention_duration": False,
-        "spark_conf": FAST_JVM_CONF,
-    }
-    deployment.trigger(NIGHTLY, "nightly-1", conf)
-    assert deployment.wait_run(NIGHTLY, "nightly-1") == "success"
-    assert deployment.states(NIGHTLY, "nightly-1") == dict.fromkeys(
-        ("check_table", "optimize", "zorder", "vacuum", "summary"), "success"
-    )
-    xcoms = deployment.xcoms(NIGHTLY, "nightly-1")
-    optimized, zordered, vacuumed = xcoms["optimize"], xcoms["zorder"], xcoms["vacuum"]
-    assert xcoms["check_table"] == 24
-    assert (optimized["numFilesRemoved"], optimized["numFilesAdded"], optimized["committedVersion"]) == (24, 2, 25)
-    assert (optimized["executor"], optimized["skippedReason"]) == ("spark", None)
-    assert (zordered["committedVersion"], zordered["zOrderStats"]["columns"]) == (26, ["user_id", "amount"])
-    assert (vacuumed["committedVersions"], vacuumed["objectsDeleted"]) == ([27, 28], 26)
-    assert xcoms["summary"] == (
-        f"OPTIMIZE 24 -> 2 files (version 25); VACUUM deleted 26 files, {vacuumed['sizeOfDataToDelete']} bytes"
-    )
-    # delta-rs: the same rows, 2 live files, and nothing else left on storage
-    assert _rows(table) == before
-    live = deltalake.DeltaTable(str(table)).file_uris()
-    on_disk = [p for p in table.rglob("*.parquet") if "_delta_log" not in p.parts]
-    assert (len(live), len(on_disk)) == (2, 2)
-    assert DeltaTable(str(table)).latest_version() == 28
+    # no sensor waited for the missing table
+    assert deployment.stack.query(
+        f"SELECT count(*) FROM task_instance WHERE dag_id = '{SENSOR}' AND state = 'deferred'"
+    ) == [(0,)]
 
 
 def test_the_sensor_dag_waits_in_the_triggerer_and_fires_on_an_append_only(
@@ -257,3 +239,28 @@ def test_the_sensor_dag_waits_in_the_triggerer_and_fires_on_an_append_only(
     assert append(table, [7]) == 6
     assert deployment.wait_run(SENSOR, "sensor-1", timeout=60) == "success"
     assert deployment.xcoms(SENSOR, "sensor-1")["wait_for_more_data"] == expected_payload(table, 5, [6], [], 1)
+
+
+def test_the_nightly_dag_compacts_zorders_and_vacuums(deployment: Deployment) -> None:
+    # triggered when the deployment came up (the fixture), with 24 small files
+    table, before = deployment.nightly, deployment.nightly_rows
+    assert deployment.wait_run(NIGHTLY, "nightly-1") == "success"
+    assert deployment.states(NIGHTLY, "nightly-1") == dict.fromkeys(
+        ("check_table", "optimize", "zorder", "vacuum", "summary"), "success"
+    )
+    xcoms = deployment.xcoms(NIGHTLY, "nightly-1")
+    optimized, zordered, vacuumed = xcoms["optimize"], xcoms["zorder"], xcoms["vacuum"]
+    assert xcoms["check_table"] == 24
+    assert (optimized["numFilesRemoved"], optimized["numFilesAdded"], optimized["committedVersion"]) == (24, 2, 25)
+    assert (optimized["executor"], optimized["skippedReason"]) == ("spark", None)
+    assert (zordered["committedVersion"], zordered["zOrderStats"]["columns"]) == (26, ["user_id", "amount"])
+    assert (vacuumed["committedVersions"], vacuumed["objectsDeleted"]) == ([27, 28], 26)
+    assert xcoms["summary"] == (
+        f"OPTIMIZE 24 -> 2 files (version 25); VACUUM deleted 26 files, {vacuumed['sizeOfDataToDelete']} bytes"
+    )
+    # delta-rs: the same rows, 2 live files, and nothing else left on storage
+    assert _rows(table) == before
+    live = deltalake.DeltaTable(str(table)).file_uris()
+    on_disk = [p for p in table.rglob("*.parquet") if "_delta_log" not in p.parts]
+    assert (len(live), len(on_disk)) == (2, 2)
+    assert DeltaTable(str(table)).latest_version() == 28
