@@ -1,7 +1,9 @@
 # `make demo`, `make test` (everything) and `make test-fast` (no JVM, no Airflow: the tests not marked spark or airflow).
 # Each creates the virtualenv from this project's own files first. `make test` also creates .venv-spark40 (env-spark40):
-# the oldest supported Spark's client, for the tests that run the CLI over Spark Connect against a Spark 4.0 server,
-# and .venv-spark43 (env-spark43): the newest supported Spark (classic pyspark 4.3, its Connect client included).
+# the oldest supported Spark's client, for the tests that run the CLI over Spark Connect against a Spark 4.0 server.
+# .venv-spark43 (env-spark43), the newest supported Spark (classic pyspark 4.3, its Connect client included), is made
+# by the tests that use it (tests/executors/spark43.py), while the other pytest worker runs other tests: its pyspark
+# is built from source, minutes that would otherwise come before the suite starts.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -83,7 +85,7 @@ PYTEST_WORKERS ?= 2
 PYTEST_XDIST = -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # The package's own bytecode too: the suite starts hundreds of CLI and job processes, each importing it afresh.
-test: lint typecheck env-spark40 env-spark43 chromium
+test: lint typecheck env-spark40 chromium
 	$(PY) -m compileall -q airflow_provider_deltalite
 	$(PY) -m pytest -q --durations=15 $(PYTEST_XDIST)
 

@@ -218,23 +218,6 @@ def test_a_failing_optimize_fails_the_run_with_the_engines_line_in_the_task_log(
     assert DeltaTable(str(table)).latest_version() == 4  # nothing committed
 
 
-def test_a_run_without_a_table_is_skipped_with_one_line_and_starts_nothing(airflow_home: Any, tmp_path: Path) -> None:
-    # what unpausing an example DAG before its table exists gives: the placeholder path holds nothing (the retention
-    # DAG starts with the same check_table; tests/airflow/test_deployment.py unpauses the examples in a deployment)
-    dag_id = DAG_ID
-    missing = tmp_path / "deltalite-example" / "events"
-    out = _dags_test(airflow_home, dag_id, {"table_uri": str(missing)})
-    assert out.returncode == 0, out.stdout[-3000:]
-    line = f"table {missing}: path does not exist; skipping this run (set the DAG param table_uri to a Delta table)"
-    assert out.stdout.count(line) == 1
-    assert "spark-submit" not in out.stdout
-    result = read_return_values(airflow_home.env, dag_id)
-    assert result["state"] == "success"
-    assert set(result["tasks"].values()) == {"skipped"}
-    assert result["tasks"]["check_table"] == "skipped"
-    assert not missing.exists()
-
-
 def test_the_nightly_summary_says_skipped_when_optimize_rewrote_nothing() -> None:
     from airflow.dag_processing.dagbag import DagBag
 
