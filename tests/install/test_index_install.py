@@ -127,7 +127,10 @@ def _pyspark_wheel(version: str | None, wheels: Path) -> None:
             check=False,
         )
         assert out.returncode == 0, out.stderr[-3000:]
-    os.link(PYSPARK_WHEELS / name, wheels / name)
+    try:
+        os.link(PYSPARK_WHEELS / name, wheels / name)
+    except OSError:  # another file system
+        shutil.copy(PYSPARK_WHEELS / name, wheels / name)
 
 
 def _install(user: str, client: str | None, work: Path, package: Path) -> Installed:
