@@ -52,11 +52,14 @@ env-spark40: $(SPARK40_STAMP)
 # extra brings what its Spark Connect client needs, and this package without its dependencies (no Airflow). The same
 # environment is the 4.3 client, the 4.3 Connect server's distribution and the 4.3 spark-submit
 # (tests/executors/spark43.py).
+# pyspark is a source distribution only; uv builds it again on every install here (its HTTP cache re-downloads the
+# source each time), so its wheel is built by pip, which keeps built wheels in its own cache, and uv finds it there.
 $(SPARK43_STAMP): pyproject.toml constraints-spark43.txt | $(UV)
 	rm -rf $(SPARK43)
 	$(PYTHON) -m venv --without-pip $(SPARK43)
+	$(PY) -m pip wheel --quiet --no-deps -w $(VENV)/pyspark-wheels "$$(grep '^pyspark==' constraints-spark43.txt)"
 	$(UV) pip install --quiet --compile-bytecode --python $(SPARK43)/bin/python -c constraints-spark43.txt \
-		'pyspark[connect]' fsspec
+		--find-links $(VENV)/pyspark-wheels 'pyspark[connect]' fsspec
 	$(UV) pip install --quiet --python $(SPARK43)/bin/python --no-deps -e .
 	touch $(SPARK43_STAMP)
 
