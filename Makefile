@@ -1,6 +1,9 @@
 # `make demo`, `make test` (everything) and `make test-fast` (no JVM, no Airflow: the tests not marked spark or airflow).
 # Each creates the virtualenv from this project's own files first. `make test` also creates .venv-spark40 (env-spark40):
 # the oldest supported Spark's client, for the tests that run the CLI over Spark Connect against a Spark 4.0 server.
+# .venv-spark43 (env-spark43), the newest supported Spark (classic pyspark 4.3, its Connect client included), is made
+# by the tests that use it (tests/executors/spark43.py), while the other pytest worker runs other tests: its pyspark
+# is built from source, minutes that would otherwise come before the suite starts.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -8,9 +11,11 @@ UV := $(VENV)/bin/uv
 STAMP := $(VENV)/.installed-stamp
 SPARK40 := .venv-spark40
 SPARK40_STAMP := $(SPARK40)/.installed-stamp
+SPARK43 := .venv-spark43
+SPARK43_STAMP := $(SPARK43)/.installed-stamp
 CORPUS ?= ../shared/corpus
 
-.PHONY: env env-spark40 chromium demo test test-fast lint typecheck conformance-doc bench clean
+.PHONY: env env-spark40 env-spark43 chromium demo test test-fast test-install lint typecheck conformance-doc bench clean
 
 # uv installs the packages (pip took most of the ~4 minutes of a fresh `make test`'s two environments); pip itself
 # only installs uv, at the version constraints.txt pins, into the venv, so nothing needs to be installed beforehand.
@@ -22,7 +27,7 @@ $(UV):
 
 $(STAMP): pyproject.toml constraints.txt | $(UV)
 	$(PY) -m pip install --quiet -c constraints.txt uv
-	$(UV) pip install --quiet --compile-bytecode --python $(PY) -c constraints.txt -e '.[test,spark]'
+	$(UV) pip install --quiet --compile-bytecode --python $(PY) -c constraints.txt -e '.[test]' pyspark
 	touch $(STAMP)
 
 env: $(STAMP)
@@ -42,6 +47,23 @@ $(SPARK40_STAMP): pyproject.toml constraints-spark40.txt | $(UV)
 	touch $(SPARK40_STAMP)
 
 env-spark40: $(SPARK40_STAMP)
+
+# The newest supported Spark, 4.3: classic pyspark 4.3 (there is no pyspark-client 4.3 on the index), whose `connect`
+# extra brings what its Spark Connect client needs, and this package without its dependencies (no Airflow). The same
+# environment is the 4.3 client, the 4.3 Connect server's distribution and the 4.3 spark-submit
+# (tests/executors/spark43.py).
+# pyspark is a source distribution only; uv builds it again on every install here (its HTTP cache re-downloads the
+# source each time), so its wheel is built by pip, which keeps built wheels in its own cache, and uv finds it there.
+$(SPARK43_STAMP): pyproject.toml constraints-spark43.txt | $(UV)
+	rm -rf $(SPARK43)
+	$(PYTHON) -m venv --without-pip $(SPARK43)
+	$(PY) -m pip wheel --quiet --no-deps -w $(VENV)/pyspark-wheels "$$(grep '^pyspark==' constraints-spark43.txt)"
+	$(UV) pip install --quiet --compile-bytecode --python $(SPARK43)/bin/python -c constraints-spark43.txt \
+		--find-links $(VENV)/pyspark-wheels 'pyspark[connect]' fsspec
+	$(UV) pip install --quiet --python $(SPARK43)/bin/python --no-deps -e .
+	touch $(SPARK43_STAMP)
+
+env-spark43: $(SPARK43_STAMP)
 
 # tests/report renders the health page in Debian's chromium (playwright drives it; no browser is downloaded).
 chromium:
@@ -70,6 +92,12 @@ test: lint typecheck env-spark40 chromium
 	$(PY) -m compileall -q airflow_provider_deltalite
 	$(PY) -m pytest -q --durations=15 $(PYTEST_XDIST)
 
+# The README's install commands in fresh environments from the package index (no constraints file): a new user and
+# users with pyspark-client 4.0 or 4.1, then an OPTIMIZE on local Spark, over Spark Connect and through spark-submit
+# in each. `make test` runs the same file (tests/install) with the rest of the suite.
+test-install: env
+	$(PY) -m pytest -q -n 0 tests/install
+
 test-fast: lint typecheck chromium
 	$(PY) -m pytest -q --durations=15 $(PYTEST_XDIST) -m "not spark and not airflow"
 
@@ -81,4 +109,4 @@ bench: env
 	$(PY) benchmarks/commit_and_checkpoint.py
 
 clean:
-	rm -rf $(VENV) $(SPARK40) .pytest_cache .mypy_cache
+	rm -rf $(VENV) $(SPARK40) $(SPARK43) .pytest_cache .mypy_cache

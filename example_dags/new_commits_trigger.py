@@ -1,11 +1,19 @@
 """Start work when a Delta table receives new data, and not when OPTIMIZE, Z-order or VACUUM only rearranged it.
 
-`NewVersionSensor` waits for the first commit after the run's baseline that adds or removes rows (by default the
-table's version when the run was due: the end of its data interval, or the moment a manual run was triggered), and
-hands a summary of the new commits to the next task as XCom:
+``check_table`` reads the table's newest version when the run starts; `NewVersionSensor` then waits for the first
+commit after it that adds or removes rows, and hands a summary of the new commits to the next task as XCom:
 ``{table_uri, baseline_version, version, versions, skipped, operations, added_files, added_rows, added_bytes,
-timestamp}``. A second sensor then waits for the commit after the one just processed: its ``since`` comes
-from the first sensor's XCom through a Jinja template, rendered when the task runs.
+timestamp}``. A second sensor then waits for the commit after the one just processed: its ``since`` comes from the
+first sensor's XCom through a Jinja template, rendered when the task runs.
+
+The sensors are deferrable: while they wait, the triggerer polls the log (`NewVersionTrigger`, every
+``DELTALITE_EXAMPLE_POLL_SECONDS``, default 30) and no worker slot is held; the deployment needs an
+``airflow triggerer`` running. A run that sees no new data within ``timeout`` ends skipped (``soft_fail``), not failed,
+and before the next hourly run is due.
+
+Unpausing it before the table exists does no harm: with no Delta table at ``table_uri`` (the placeholder default, or a
+table not created yet) ``check_table`` logs one line and the run ends skipped at once, instead of waiting for the
+table. Since the baseline is the version when the run starts, a run never fires on the table's history.
 
 Set the table with the DAG param ``table_uri`` (any fsspec URI; ``deltalite_conn_id="..."`` on the sensors would take
 storage credentials and a base URI from a ``deltalite`` connection). Parsing this file never opens the table.
@@ -16,10 +24,14 @@ Needs Airflow 3.0 or later (the ``airflow.sdk`` authoring interface), as the pro
 from __future__ import annotations
 
 import datetime as dt
+import os
 
 from airflow.sdk import Param, dag, task
 
+from airflow_provider_deltalite.operators.table_guard import skip_unless_table
 from airflow_provider_deltalite.sensors.new_version import NewVersionSensor
+
+POLL_SECONDS = float(os.environ.get("DELTALITE_EXAMPLE_POLL_SECONDS", "30"))
 
 
 @dag(
@@ -32,13 +44,22 @@ from airflow_provider_deltalite.sensors.new_version import NewVersionSensor
     tags=["deltalite", "example"],
 )
 def new_commits_trigger() -> None:
-    # reschedule: between pokes the sensor holds no worker slot; deferrable=True would wait in the triggerer instead
+    @task
+    def check_table(table_uri: str) -> int:
+        """The table's version now (the sensor's baseline); no table there: one log line and the run ends skipped."""
+        return skip_unless_table(table_uri)
+
+    baseline = check_table("{{ params.table_uri }}")
+    # deferrable: the wait happens in the triggerer, which notices a commit within poke_interval and holds no worker
+    # slot; soft_fail: an hour without new data ends the run skipped, before the next run is due
     wait = NewVersionSensor(
         task_id="wait_for_new_data",
         table_uri="{{ params.table_uri }}",
-        mode="reschedule",
-        poke_interval=60,
-        timeout=3600,
+        since=baseline,
+        deferrable=True,
+        poke_interval=POLL_SECONDS,
+        timeout=3300,
+        soft_fail=True,
     )
 
     @task
@@ -54,9 +75,10 @@ def new_commits_trigger() -> None:
         task_id="wait_for_more_data",
         table_uri="{{ params.table_uri }}",
         since="{{ ti.xcom_pull(task_ids='wait_for_new_data')['version'] }}",
-        mode="reschedule",
-        poke_interval=60,
-        timeout=3600,
+        deferrable=True,
+        poke_interval=POLL_SECONDS,
+        timeout=3300,
+        soft_fail=True,
     )
 
     process(wait.output) >> wait_for_more

@@ -2,8 +2,11 @@
 
 Each step is a spark-submit of deltalite's job (``spark_default``: ``local[*]`` unless you define that connection).
 Everything comes from DAG params, so ``airflow dags test deltalite_nightly_compaction -c '{"table_uri": "..."}'``
-runs it as it is. The optimize step plans in the worker first and returns without starting Spark when fewer than
-``min_small_files`` files need compacting; its XCom (OptimizeStats) feeds the log line of the last task.
+runs it as it is. ``check_table`` comes first: with no Delta table at ``table_uri`` (the placeholder default, or a
+table not created yet) it logs one line and the run ends skipped, nothing started, nothing written. The optimize step
+plans in the worker first and returns without starting Spark when fewer than ``min_small_files`` files need
+compacting; its XCom (OptimizeStats) feeds the log line of the last task, which says "skipped" (and why) when
+OPTIMIZE rewrote nothing.
 
 Needs Airflow 3.0 or later (the ``airflow.sdk`` authoring interface), as the provider does.
 """
@@ -15,6 +18,7 @@ import datetime as dt
 from airflow.sdk import Param, dag, task
 
 from airflow_provider_deltalite.operators.optimize import OptimizeOperator
+from airflow_provider_deltalite.operators.table_guard import skip_unless_table
 from airflow_provider_deltalite.operators.vacuum import VacuumOperator
 from airflow_provider_deltalite.operators.zorder import ZOrderOperator
 
@@ -48,6 +52,11 @@ COMMON = {
     tags=["deltalite", "example"],
 )
 def deltalite_nightly_compaction() -> None:
+    @task
+    def check_table(table_uri: str, deltalite_conn_id: str) -> int:
+        """The table's version; no table there: one log line and the run ends skipped."""
+        return skip_unless_table(table_uri, deltalite_conn_id)
+
     optimize = OptimizeOperator(
         task_id="optimize", where="{{ params.where }}", min_small_files="{{ params.min_small_files }}", **COMMON
     )
@@ -63,15 +72,18 @@ def deltalite_nightly_compaction() -> None:
 
     @task
     def summary(optimized: dict, vacuumed: dict) -> str:
-        line = (
-            f"OPTIMIZE {optimized['numFilesRemoved']} -> {optimized['numFilesAdded']} files "
-            f"(version {optimized['committedVersion']}, skipped: {optimized['skippedReason']}); "
-            f"VACUUM deleted {vacuumed['numFilesToDelete']} files, {vacuumed['sizeOfDataToDelete']} bytes"
-        )
+        if optimized["committedVersion"] is None:  # nothing rewritten: the plan's counts are not a change
+            done = f"OPTIMIZE skipped ({optimized['skippedReason'] or 'nothing to compact'})"
+        else:
+            done = (
+                f"OPTIMIZE {optimized['numFilesRemoved']} -> {optimized['numFilesAdded']} files "
+                f"(version {optimized['committedVersion']})"
+            )
+        line = f"{done}; VACUUM deleted {vacuumed['numFilesToDelete']} files, {vacuumed['sizeOfDataToDelete']} bytes"
         print(line)
         return line
 
-    optimize >> zorder >> vacuum
+    check_table("{{ params.table_uri }}", "{{ params.deltalite_conn_id }}") >> optimize >> zorder >> vacuum
     summary(optimize.output, vacuum.output)
 
 

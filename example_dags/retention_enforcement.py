@@ -3,7 +3,8 @@
 The dry run's VacuumStats (XCom) drive a branch: when ``numFilesToDelete`` reaches ``min_files_to_delete`` or
 ``sizeOfDataToDelete`` reaches ``min_bytes_to_delete``, the ``vacuum`` task deletes the expired files; otherwise
 ``report_retained`` says why nothing was deleted. Table and thresholds are DAG params, so ``airflow dags test
-deltalite_retention_enforcement -c '{"table_uri": "..."}'`` runs it as it is.
+deltalite_retention_enforcement -c '{"table_uri": "..."}'`` runs it as it is. With no Delta table at ``table_uri``
+(the placeholder default, or a table not created yet) ``check_table`` logs one line and the run ends skipped.
 
 Needs Airflow 3.0 or later (the ``airflow.sdk`` authoring interface), as the provider does.
 """
@@ -14,6 +15,7 @@ import datetime as dt
 
 from airflow.sdk import Param, dag, task
 
+from airflow_provider_deltalite.operators.table_guard import skip_unless_table
 from airflow_provider_deltalite.operators.vacuum import VacuumOperator
 
 COMMON = {
@@ -45,7 +47,13 @@ COMMON = {
     tags=["deltalite", "example"],
 )
 def deltalite_retention_enforcement() -> None:
+    @task
+    def check_table(table_uri: str, deltalite_conn_id: str) -> int:
+        """The table's version; no table there: one log line and the run ends skipped."""
+        return skip_unless_table(table_uri, deltalite_conn_id)
+
     dry_run = VacuumOperator(task_id="vacuum_dry_run", dry_run=True, **COMMON)
+    check_table("{{ params.table_uri }}", "{{ params.deltalite_conn_id }}") >> dry_run
 
     @task.branch
     def decide(stats: dict, params: dict | None = None) -> str:

@@ -30,15 +30,16 @@ if TYPE_CHECKING:
 
 _launch_settings: set[str] = set()  # the Spark settings the JVM of this process was launched with
 
-SPARK_EXTRA = "airflow-provider-deltalite[spark]"
+# What installs classic pyspark of the installed pyspark-client's release (README, Installing): the same command.
+CLASSIC_PYSPARK_COMMAND = "pip install \"pyspark==$(pip show pyspark-client | sed -n 's/^Version: //p')\""
 
 
 def classic_pyspark_missing(
     needed_for: str, *, instead: str = "use a Spark Connect server (sc://host:port)"
 ) -> str | None:
     """None when classic pyspark (SparkContext, the JVM launcher) is importable; else one line saying that
-    ``needed_for`` needs it and how to install it: the ``spark`` extra with the same pyspark version as the
-    pyspark-client installed here, or what to do ``instead``.
+    ``needed_for`` needs it and how to install it (classic pyspark of the release of the pyspark-client installed
+    here, or the README's command when there is none), or what to do ``instead``.
 
     pyspark-client (which the Spark provider depends on) installs the same ``pyspark`` package without its classic
     half (``pyspark.core``, the jars, ``bin/spark-submit``): it talks to Spark Connect servers only.
@@ -50,10 +51,10 @@ def classic_pyspark_missing(
         pass
     client = _distribution_version("pyspark-client")
     if client is None:
-        return f"{needed_for} needs classic pyspark, which is not installed: pip install '{SPARK_EXTRA}', or {instead}"
+        return f"{needed_for} needs classic pyspark, which is not installed: {CLASSIC_PYSPARK_COMMAND}, or {instead}"
     return (
         f"{needed_for} needs classic pyspark, but only pyspark-client {client} is installed: "
-        f"pip install '{SPARK_EXTRA}' 'pyspark=={client}' (the same version as your pyspark-client), or {instead}"
+        f"pip install 'pyspark=={client}' (the release of your pyspark-client), or {instead}"
     )
 
 
@@ -61,8 +62,8 @@ def pyspark_pair_mismatch() -> str | None:
     """One line when pyspark and pyspark-client are both installed at different versions, else None.
 
     Both install the same ``pyspark`` package, so whichever was installed last overwrote the other's files and the
-    package mixes two releases (pip does not notice); `pip install` of the ``spark`` extra alone picks the newest
-    pyspark, which may be newer than the pyspark-client the Spark provider brought.
+    package mixes two releases (pip does not notice); `pip install pyspark` alone picks the newest pyspark, which
+    may be newer than the pyspark-client the Spark provider brought (4.3.0 next to 4.2.0 in December 2026).
     """
     classic, client = _distribution_version("pyspark"), _distribution_version("pyspark-client")
     if classic is None or client is None or classic == client:

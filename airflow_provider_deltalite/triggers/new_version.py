@@ -22,7 +22,6 @@ from airflow.providers.common.compat.triggers import BaseEventTrigger
 from airflow.triggers.base import TriggerEvent
 
 from airflow_provider_deltalite.engine.errors import DeltaLiteError, InvalidArgument, TableNotFound
-from airflow_provider_deltalite.maintenance.options import ChangesOptions
 from airflow_provider_deltalite.triggers.new_data import check_new_data, error_event, open_table, resolve_since
 
 if TYPE_CHECKING:
@@ -41,8 +40,12 @@ def _check_arguments(
         raise InvalidArgument(f"table_uri must be a non-empty string, got {table_uri!r}")
     if deltalite_conn_id is not None and (not isinstance(deltalite_conn_id, str) or not deltalite_conn_id):
         raise InvalidArgument(f"deltalite_conn_id must be a connection id or None, got {deltalite_conn_id!r}", uri)
-    if since is not None:
-        ChangesOptions.build({"since": since}, uri)  # the cursor's rules are those of DeltaTable.changes
+    if since is not None and (isinstance(since, bool) or not isinstance(since, int) or since < -1):
+        # The cursor's rules, and their message, are those of DeltaTable.changes. Imported only for a bad value:
+        # the triggerer builds triggers on its event loop, and the options module takes milliseconds to import.
+        from airflow_provider_deltalite.maintenance.options import ChangesOptions
+
+        ChangesOptions.build({"since": since}, uri)
     if (
         isinstance(poll_interval, bool)
         or not isinstance(poll_interval, int | float)

@@ -83,7 +83,20 @@ def test_make_demo_runs_the_nightly_dag_and_every_number_matches_the_log(tmp_pat
 
     result = read_return_values(airflow_env(work / "airflow", work / "dags"), DAG_ID)
     assert result["state"] == "success"
-    assert result["tasks"] == {"optimize": "success", "zorder": "success", "vacuum": "success", "summary": "success"}
+    assert result["tasks"] == {
+        "check_table": "success",
+        "optimize": "success",
+        "zorder": "success",
+        "vacuum": "success",
+        "summary": "success",
+    }
+    assert result["xcoms"]["check_table"] == 40  # the table's version when the run started
+    assert (
+        result["xcoms"]["summary"]
+        == "OPTIMIZE 40 -> 2 files (version 41); VACUUM deleted 42 files, "
+        + str(result["xcoms"]["vacuum"]["sizeOfDataToDelete"])
+        + " bytes"
+    )
     table = work / "events"
     optimize, zorder, vacuum = (result["xcoms"][t] for t in ("optimize", "zorder", "vacuum"))
 
@@ -176,6 +189,7 @@ def test_retention_enforcement_vacuums_on_a_standalone_cluster(
     assert f"--master {spark_cluster}" in out.stdout
     result = read_return_values(airflow_home.env, RETENTION_DAG)
     assert result["tasks"] == {
+        "check_table": "success",
         "vacuum_dry_run": "success",
         "decide": "success",
         "report_retained": "skipped",
@@ -202,3 +216,19 @@ def test_a_failing_optimize_fails_the_run_with_the_engines_line_in_the_task_log(
     assert result["tasks"]["optimize"] == "failed"
     assert {result["tasks"][t] for t in ("zorder", "vacuum", "summary")} == {"upstream_failed"}
     assert DeltaTable(str(table)).latest_version() == 4  # nothing committed
+
+
+def test_the_nightly_summary_says_skipped_when_optimize_rewrote_nothing() -> None:
+    from airflow.dag_processing.dagbag import DagBag
+
+    dag = DagBag(dag_folder=str(EXAMPLE_DAGS / "nightly_compaction.py")).dags[DAG_ID]
+    summary = dag.task_dict["summary"].python_callable
+    skipped = {"numFilesRemoved": 2, "numFilesAdded": 0, "committedVersion": None, "skippedReason": "2 small files"}
+    vacuumed = {"numFilesToDelete": 0, "sizeOfDataToDelete": 0}
+    assert summary(skipped, vacuumed) == "OPTIMIZE skipped (2 small files); VACUUM deleted 0 files, 0 bytes"
+    ran_empty = {**skipped, "skippedReason": None}  # the Spark job ran and found nothing to compact
+    assert summary(ran_empty, vacuumed) == "OPTIMIZE skipped (nothing to compact); VACUUM deleted 0 files, 0 bytes"
+    done = {"numFilesRemoved": 40, "numFilesAdded": 2, "committedVersion": 41, "skippedReason": None}
+    assert summary(done, {"numFilesToDelete": 42, "sizeOfDataToDelete": 9}) == (
+        "OPTIMIZE 40 -> 2 files (version 41); VACUUM deleted 42 files, 9 bytes"
+    )

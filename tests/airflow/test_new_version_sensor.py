@@ -236,11 +236,17 @@ def _parse_without_connections(path: Path, monkeypatch: pytest.MonkeyPatch) -> A
 
 
 def test_new_commits_trigger_example_parses_without_touching_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DELTALITE_EXAMPLE_POLL_SECONDS", raising=False)
     bag = _parse_without_connections(EXAMPLE_DAGS / "new_commits_trigger.py", monkeypatch)
     dag = bag.dags["deltalite_new_commits_trigger"]
-    assert sorted(dag.task_dict) == ["process", "wait_for_more_data", "wait_for_new_data"]
+    assert sorted(dag.task_dict) == ["check_table", "process", "wait_for_more_data", "wait_for_new_data"]
     first, more = dag.task_dict["wait_for_new_data"], dag.task_dict["wait_for_more_data"]
-    assert (first.table_uri, first.since, first.mode) == ("{{ params.table_uri }}", None, "reschedule")
+    # deferrable by default (the triggerer waits, no worker slot); a quiet hour ends the run skipped, not failed
+    for sensor in (first, more):
+        assert (sensor.deferrable, sensor.soft_fail, sensor.timeout, sensor.poke_interval) == (True, True, 3300, 30)
+    assert first.table_uri == "{{ params.table_uri }}"
+    assert (first.since.operator.task_id, first.since.key) == ("check_table", "return_value")
+    assert first.upstream_task_ids == {"check_table"}
     assert more.since == "{{ ti.xcom_pull(task_ids='wait_for_new_data')['version'] }}"
     assert dag.task_dict["process"].upstream_task_ids == {"wait_for_new_data"}
     assert more.upstream_task_ids == {"process"}

@@ -7,13 +7,8 @@ Tables are local: appends by delta-rs, OPTIMIZE by deltalite (a commit whose fil
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import os
 import shutil
-import signal
-import sqlite3
-import subprocess
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -25,7 +20,8 @@ import pytest
 from airflow_provider_deltalite.engine.errors import InvalidArgument, LogGap, TableNotFound
 from airflow_provider_deltalite.triggers.new_data import error_event, raise_from_event
 from airflow_provider_deltalite.triggers.new_version import NewVersionTrigger
-from tests.airflow.conftest import AIRFLOW_BIN, EXAMPLE_DAGS, AirflowHome, airflow_env
+from tests.airflow.airflow_stack import AirflowStack
+from tests.airflow.conftest import EXAMPLE_DAGS, AirflowHome, airflow_env
 from tests.airflow.delta_history import append, commit_facts, expected_payload, optimize
 
 CLASSPATH = "airflow_provider_deltalite.triggers.new_version.NewVersionTrigger"
@@ -312,82 +308,8 @@ def test_watching_yields_one_event_per_new_data_and_none_for_optimize_or_history
 # -- end to end: an AssetWatcher in a real triggerer ----------------------------------------------------------------
 
 
-class _Stack:
-    """dag-processor, scheduler and triggerer on one Airflow home, each in its own process group.
-
-    The scheduler and triggerer run with ``--skip-serve-logs``: their log servers would listen on every interface, on
-    fixed ports another Airflow on the machine may hold.
-    """
-
-    def __init__(self, home: AirflowHome, env: dict[str, str], logs: Path) -> None:
-        self.home, self.env, self.logs = home, env, logs
-        self.procs: dict[str, subprocess.Popen] = {}
-        self.starts: dict[str, int] = {}
-
-    def start(self, name: str) -> None:
-        self.starts[name] = self.starts.get(name, 0) + 1
-        log = (self.logs / f"{name}-{self.starts[name]}.log").open("w")
-        args = [] if name == "dag-processor" else ["--skip-serve-logs"]
-        self.procs[name] = subprocess.Popen(
-            [str(AIRFLOW_BIN), name, *args], env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
-        log.close()
-
-    def stop(self, name: str, timeout: float = 30) -> None:
-        """SIGTERM (a graceful shutdown) to the process group; SIGKILL after ``timeout`` seconds."""
-        proc = self.procs.pop(name)
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout)
-        with contextlib.suppress(ProcessLookupError):  # what is left of the group
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-
-    def stop_all(self) -> None:
-        """Teardown: SIGTERM to every group at once, SIGKILL to what still runs 3 s later (nothing is kept)."""
-        procs = [p for p in self.procs.values() if p.poll() is None]
-        self.procs.clear()
-        for proc in procs:
-            os.killpg(proc.pid, signal.SIGTERM)
-        deadline = time.monotonic() + 3
-        for proc in procs:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(max(0.0, deadline - time.monotonic()))
-            with contextlib.suppress(ProcessLookupError):  # children of the group (executor workers) go too
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-    def check_running(self) -> None:
-        for name, proc in self.procs.items():
-            if proc.poll() is not None:
-                tail = (self.logs / f"{name}-{self.starts[name]}.log").read_text()[-3000:]
-                pytest.fail(f"airflow {name} exited with {proc.returncode}:\n{tail}")
-
-    def query(self, sql: str) -> list[tuple]:
-        with sqlite3.connect(f"file:{self.home.path / 'airflow.db'}?mode=ro", uri=True, timeout=10) as db:
-            return db.execute(sql).fetchall()
-
-    def wait_for(
-        self, what: str, sql: str, expected: Any, decode: Callable[[list[tuple]], Any] = list, timeout: float = 90
-    ) -> None:
-        """Poll ``sql`` until ``decode(rows) == expected``; fail with the last result after ``timeout`` seconds."""
-        deadline = time.monotonic() + timeout
-        while True:
-            self.check_running()
-            try:
-                got = decode(self.query(sql))
-            except sqlite3.OperationalError:  # locked, or the table not there yet
-                got = None
-            if got == expected:
-                return
-            if time.monotonic() > deadline:
-                pytest.fail(f"timed out waiting for {what}: {sql} -> {got!r}, expected {expected!r}")
-            time.sleep(0.25)
-
-
 @pytest.fixture
-def stack(tmp_path: Path) -> Iterator[tuple[_Stack, Path]]:
+def stack(tmp_path: Path) -> Iterator[tuple[AirflowStack, Path]]:
     """A stack on its own freshly migrated home: `dag.test()` runs elsewhere in the session leave their deferred
     tasks' trigger rows behind (pointing at finished task instances), and a real triggerer would pick those up."""
     airflow_home = AirflowHome(tmp_path / "home", airflow_env(tmp_path / "home"))
@@ -413,7 +335,7 @@ def stack(tmp_path: Path) -> Iterator[tuple[_Stack, Path]]:
     }
     logs = tmp_path / "logs"
     logs.mkdir()
-    running = _Stack(airflow_home, env, logs)
+    running = AirflowStack(airflow_home, env, logs)
     try:
         yield running, table
     finally:
@@ -422,7 +344,7 @@ def stack(tmp_path: Path) -> Iterator[tuple[_Stack, Path]]:
 
 @pytest.mark.slow
 def test_asset_watcher_in_a_real_triggerer_one_event_per_data_commit_none_for_optimize_none_repeated_on_restart(
-    stack: tuple[_Stack, Path],
+    stack: tuple[AirflowStack, Path],
 ) -> None:
     airflow, table = stack
     append(table, [1])

@@ -110,8 +110,8 @@ def test_without_any_spark_submit_the_error_says_what_to_install(tmp_path: Path,
     if layout == "pyspark-client":
         expected = (
             f"spark-submit (not on PATH, SPARK_HOME not set) needs classic pyspark, but only pyspark-client "
-            f"{client_version} is installed: pip install 'airflow-provider-deltalite[spark]' "
-            f"'pyspark=={client_version}' (the same version as your pyspark-client), or set SPARK_HOME to your "
+            f"{client_version} is installed: pip install 'pyspark=={client_version}' (the release of your "
+            "pyspark-client), or set SPARK_HOME to your "
             "Spark, or use a spark_connect connection"
         )
     else:

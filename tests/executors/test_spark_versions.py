@@ -1,11 +1,14 @@
 """Spark versions and installs: the package metadata, a client without classic pyspark, Spark 4.0 (the oldest
-supported) over Spark Connect, clients and servers of different versions, and a server whose workers lack pyarrow.
+supported) over Spark Connect, clients and servers of different versions (4.0 and 4.3, the oldest and the newest,
+each as client and server), the job under the spark-submit of 4.0 and of 4.3, and a server whose workers lack pyarrow.
 
 The 4.0 side is the project's own .venv-spark40 (`make env-spark40`, `tests/executors/spark40.py`): pyspark-client
 4.0 without classic pyspark or Airflow, and a 4.0 Connect server started here from the Spark 4.0 distribution. The
 4.2 side is this test environment (classic pyspark and pyspark-client 4.2, constraints.txt) and its Connect server
-(`spark_connect_server`). Every operation goes through the CLI and is compared with the local executor's files and
-with the rows delta-rs and delta-kernel-rs read.
+(`spark_connect_server`). The 4.3 side is .venv-spark43 (`make env-spark43`, `tests/executors/spark43.py`): classic
+pyspark 4.3 (no pyspark-client 4.3 exists on the index; classic pyspark carries the Connect client), its Connect
+server and its spark-submit. Every operation goes through the CLI or the spark-submit job and is compared with the
+local executor's files and with the rows delta-rs and delta-kernel-rs read.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from airflow_provider_deltalite.executors import LocalExecutor
 from airflow_provider_deltalite.maintenance.clustering.zorder import zorder
 from airflow_provider_deltalite.maintenance.optimize import optimize
 from airflow_provider_deltalite.maintenance.vacuum import vacuum
-from tests.executors import spark40
+from tests.executors import spark40, spark43
 from tests.executors.spark_cluster import start_connect_server
 from tests.helpers import cli_failure, copy_table, tree_state
 from tests.maintenance.test_optimize_spark import DV_TABLE, _new_files
@@ -58,6 +61,31 @@ def server40(env40: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         pytest.fail(str(exc))
     try:
         assert f"Running Spark version {spark40.VERSION}" in (server.work_dir / "connect.log").read_text()
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def env43() -> None:
+    """.venv-spark43, created by `make env-spark43` when missing or out of date."""
+    try:
+        spark43.ensure_env()
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+
+
+@pytest.fixture(scope="module")
+def server43(env43: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The address of a Spark 4.3 Connect server (local[2]) whose workers run the 4.3 environment's Python."""
+    try:
+        server = start_connect_server(
+            tmp_path_factory.mktemp("connect43"), home=spark43.server_home(), python=str(spark43.PYTHON)
+        )
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+    try:
+        assert f"Running Spark version {spark43.VERSION}" in (server.work_dir / "connect.log").read_text()
         yield server.url
     finally:
         server.stop()
@@ -97,7 +125,7 @@ def _client_version(python: str) -> str:
 # -- dependencies ----------------------------------------------------------------------------------------------
 
 
-def test_runtime_requirements_pin_nothing_and_leave_classic_pyspark_to_the_spark_extra(env40: None) -> None:
+def test_runtime_requirements_pin_nothing_and_no_extra_brings_classic_pyspark(env40: None) -> None:
     # the distribution pip installed into .venv-spark40 from this checkout's pyproject.toml
     code = "import importlib.metadata as m, json; print(json.dumps(m.requires('airflow-provider-deltalite')))"
     requires = json.loads(spark40.run([], code=code).stdout)
@@ -111,10 +139,13 @@ def test_runtime_requirements_pin_nothing_and_leave_classic_pyspark_to_the_spark
     assert [r for r in runtime if "==" in r or "===" in r] == []
     assert "apache-airflow-providers-apache-spark" in names  # without [pyspark]: it brings pyspark-client only
     assert not any(n in ("pyspark", "pyspark-client") or n.endswith("[pyspark]") for n in names)
-    assert by_extra["spark"] == ["pyspark>=4.0"]
-    for extra, requirements in by_extra.items():  # classic pyspark through no other extra
-        if extra != "spark":
-            assert not any(re.match(r"pyspark\b(?!-)|.*\[pyspark\]", r) for r in requirements), (extra, requirements)
+    # classic pyspark through no extra (README, Installing: the second command installs the client's release); the
+    # `spark` extra is still declared, empty, so that requirement lines naming it still install
+    code = "import importlib.metadata as m; print(m.metadata('airflow-provider-deltalite').get_all('Provides-Extra'))"
+    assert "'spark'" in spark40.run([], code=code).stdout
+    assert "spark" not in by_extra
+    for extra, requirements in by_extra.items():
+        assert not any(re.match(r"pyspark\b(?!-)|.*\[pyspark\]", r) for r in requirements), (extra, requirements)
     # the 4.0 environment installed the package without its dependencies: pyspark-client alone
     code = "import importlib.util as u; print(u.find_spec('pyspark.core'), u.find_spec('airflow'))"
     assert spark40.run([], code=code).stdout == "None None\n"
@@ -126,8 +157,8 @@ def test_without_classic_pyspark_a_local_master_names_the_spark_extra(env40: Non
     before = tree_state(table)
     install = (
         f"needs classic pyspark, but only pyspark-client {spark40.VERSION} is installed: pip install "
-        f"'airflow-provider-deltalite[spark]' 'pyspark=={spark40.VERSION}' (the same version as your pyspark-client), "
-        "or use a Spark Connect server (sc://host:port)"
+        f"'pyspark=={spark40.VERSION}' (the release of your pyspark-client), or use a Spark Connect server "
+        "(sc://host:port)"
     )
     line = spark40.failure(["optimize", str(table), "--executor", "spark", "--spark-master", "local[2]"])
     assert line == f"deltalite: error: Spark master local[2] {install}"
@@ -203,7 +234,16 @@ def test_spark_40_client_and_server_write_the_local_executors_files(
 # -- clients and servers of different versions -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("pair", ["client 4.2, server 4.0", "client 4.0, server 4.2"])
+@pytest.mark.parametrize(
+    "pair",
+    [
+        "client 4.2, server 4.0",
+        "client 4.0, server 4.2",
+        # the oldest and the newest supported Spark, each as the client and as the server
+        "client 4.3, server 4.0",
+        "client 4.0, server 4.3",
+    ],
+)
 def test_a_client_and_server_of_different_versions_run_the_shuffle_exactly(
     request: pytest.FixtureRequest,
     env40: None,
@@ -223,11 +263,62 @@ def test_a_client_and_server_of_different_versions_run_the_shuffle_exactly(
         env = {k: v for k, v in os.environ.items() if k != "SPARK_REMOTE"}
         cmd = [sys.executable, "-c", spark40.SHUFFLED_CLI, *args, request.getfixturevalue("server40")]
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, check=False)
-    else:
+    elif pair == "client 4.0, server 4.2":
         out = spark40.run([*args, request.getfixturevalue("spark_connect_server")], code=spark40.SHUFFLED_CLI)
+    elif pair == "client 4.3, server 4.0":
+        request.getfixturevalue("env43")
+        assert _client_version(str(spark43.PYTHON)) == spark43.VERSION
+        out = spark43.run([*args, request.getfixturevalue("server40")], code=spark40.SHUFFLED_CLI)
+    else:
+        out = spark40.run([*args, request.getfixturevalue("server43")], code=spark40.SHUFFLED_CLI)
     stats = _json(out)
     assert (stats["executor"], stats["numFilesRemoved"], stats["numFilesAdded"]) == ("spark", 12, 6)
     assert _new_files(table, stats["committedVersion"]) == zordered_locally
+    assert agreed_rows(table) == agreed_rows(path)
+
+
+# -- spark-submit of the oldest and the newest Spark -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", ["4.0", "4.3"])
+def test_the_job_runs_under_the_spark_submit_of_the_oldest_and_the_newest_spark(
+    request: pytest.FixtureRequest,
+    flows: tuple[Path, int],
+    tmp_path: Path,
+    version: str,
+) -> None:
+    # what the operators run: spark-submit of deltalite's job, here with that Spark's own spark-submit and Python
+    path, _ = flows
+    local = copy_table(path, tmp_path / "local")
+    by_local = optimize(DeltaTable(str(local)), executor=LocalExecutor(2))
+    table = copy_table(path, tmp_path / "t")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPARK_REMOTE", "SPARK_HOME")}
+    if version == "4.0":
+        request.getfixturevalue("env40")
+        home, python, expected = spark40.SERVER_HOME, spark40.PYTHON, spark40.VERSION
+        # the 4.0 environment has pyspark-client only: classic pyspark 4.0 (the distribution's own) goes first
+        env["PYTHONPATH"] = os.pathsep.join([str(spark40.VENV / "server"), str(spark40.ROOT)])
+    else:
+        request.getfixturevalue("env43")
+        home, python, expected = spark43.server_home(), spark43.PYTHON, spark43.VERSION
+        env["PYTHONPATH"] = str(spark43.ROOT)
+    env.update(PYSPARK_PYTHON=str(python), PYSPARK_DRIVER_PYTHON=str(python), SPARK_LOCAL_IP="127.0.0.1")
+    driver = spark40.ROOT / "airflow_provider_deltalite" / "jobs" / "driver.py"
+    cmd = [str(home / "bin" / "spark-submit"), "--master", "local[2]", "--conf", "spark.ui.enabled=false"]
+    out = subprocess.run(
+        [*cmd, str(driver), "optimize", "--table", str(table)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert f"Running Spark version {expected}" in out.stderr
+    (line,) = [line for line in out.stdout.splitlines() if line.startswith("DELTALITE_RESULT ")]
+    stats = json.loads(line.removeprefix("DELTALITE_RESULT "))
+    assert (stats["executor"], stats["numFilesRemoved"], stats["numFilesAdded"]) == ("spark", 12, 2)
+    assert _new_files(table, stats["committedVersion"]) == _new_files(local, by_local.committed_version)
     assert agreed_rows(table) == agreed_rows(path)
 
 

@@ -1,0 +1,266 @@
+"""The example DAGs in a real deployment: api-server, scheduler, dag-processor and triggerer (LocalExecutor) on a
+throw-away Airflow home, all on 127.0.0.1, each started here and stopped by its PID.
+
+Nothing runs in-process: the scheduler hands tasks to the LocalExecutor's workers, which run them under the Task SDK
+supervisor and talk to the metadata database only through the api-server's execution API; deferred sensors wait in
+the triggerer. DAG runs are started with the CLI; task states, XComs and trigger rows are read from the database,
+tables with delta-rs.
+
+- Unpaused with their placeholder tables, the nightly and the sensor examples each get a scheduled run that ends
+  at once, every task skipped, with one log line naming the missing table.
+- The nightly DAG compacts 24 small files into 2 (spark-submit on local Spark), Z-orders and vacuums them; every
+  XCom agrees with the log and delta-rs reads the same rows.
+- The sensor DAG defers to the triggerer, stays deferred through an OPTIMIZE and a VACUUM, and fires within seconds
+  of an append; its XCom is the exact payload. (Whether the trigger blocks the triggerer's event loop is measured in
+  `test_trigger_event_loop.py`: here the triggerer's own database work on sqlite, on a loaded machine, already
+  makes it log "async thread was blocked" with no trigger running at all.)
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import shutil
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import deltalake
+import pyarrow as pa
+import pytest
+
+from airflow_provider_deltalite import DeltaTable
+from airflow_provider_deltalite.demo import FAST_JVM_CONF, create_small_file_table
+from tests.airflow.airflow_stack import AirflowStack
+from tests.airflow.conftest import EXAMPLE_DAGS, AirflowHome, airflow_env
+from tests.airflow.delta_history import append, expected_payload, optimize
+from tests.executors.spark_cluster import free_port
+
+pytestmark = pytest.mark.slow
+
+NIGHTLY, SENSOR = "deltalite_nightly_compaction", "deltalite_new_commits_trigger"
+PLACEHOLDER = "/tmp/deltalite-example/events"
+POLL_SECONDS = 1
+NIGHTLY_CONF = {
+    "min_small_files": 2,
+    "retention_hours": 0,
+    "enforce_retention_duration": False,
+    "spark_conf": FAST_JVM_CONF,
+}
+
+
+def _rows(path: Path) -> collections.Counter:
+    return collections.Counter(map(repr, pa.table(deltalake.DeltaTable(str(path)).to_pyarrow_table()).to_pylist()))
+
+
+class Deployment:
+    """The running components, the CLI, and what the metadata database and the task logs say."""
+
+    def __init__(self, stack: AirflowStack, home: AirflowHome, missing: Path, nightly: Path) -> None:
+        self.stack, self.home, self.missing, self.nightly = stack, home, missing, nightly
+        self.nightly_rows = _rows(nightly)
+
+    def cli(self, *args: str) -> str:
+        out = self.home.run(*args, timeout=120)
+        assert out.returncode == 0, f"airflow {' '.join(args)}:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}"
+        return out.stdout
+
+    def trigger(self, dag_id: str, run_id: str, conf: dict[str, Any]) -> None:
+        self.cli("dags", "trigger", dag_id, "--run-id", run_id, "--conf", json.dumps(conf))
+
+    def states(self, dag_id: str, run_id: str) -> dict[str, str | None]:
+        rows = self.stack.query(
+            f"SELECT task_id, state FROM task_instance WHERE dag_id = '{dag_id}' AND run_id = '{run_id}'"
+        )
+        return dict(rows)
+
+    def run_state(self, dag_id: str, run_id: str) -> str | None:
+        rows = self.stack.query(f"SELECT state FROM dag_run WHERE dag_id = '{dag_id}' AND run_id = '{run_id}'")
+        return rows[0][0] if rows else None
+
+    def wait_run(self, dag_id: str, run_id: str, timeout: float = 600) -> str:
+        deadline = time.monotonic() + timeout
+        while (state := self.run_state(dag_id, run_id)) not in ("success", "failed"):
+            self.stack.check_running()
+            if time.monotonic() > deadline:
+                pytest.fail(f"{dag_id} {run_id} still {state} after {timeout} s: {self.states(dag_id, run_id)}")
+            time.sleep(0.5)
+        return state
+
+    def wait_task(self, dag_id: str, run_id: str, task_id: str, state: str, timeout: float = 120) -> float:
+        """Poll until the task is in ``state``; the monotonic time it was first seen so."""
+        deadline = time.monotonic() + timeout
+        while (got := self.states(dag_id, run_id).get(task_id)) != state:
+            self.stack.check_running()
+            if got in ("failed", "upstream_failed") or time.monotonic() > deadline:
+                pytest.fail(f"{dag_id} {run_id}: {task_id} is {got}, waited for {state}: {self.states(dag_id, run_id)}")
+            time.sleep(0.2)
+        return time.monotonic()
+
+    def xcoms(self, dag_id: str, run_id: str) -> dict[str, Any]:
+        rows = self.stack.query(
+            "SELECT task_id, value FROM xcom WHERE key = 'return_value' "
+            f"AND dag_id = '{dag_id}' AND run_id = '{run_id}'"
+        )
+        # a JSON column: sqlite hands numbers back as numbers, everything else as text
+        return {task_id: json.loads(value) if isinstance(value, str | bytes) else value for task_id, value in rows}
+
+    def task_log(self, dag_id: str, run_id: str, task_id: str) -> str:
+        (path,) = (self.home.path / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}" / f"task_id={task_id}").glob("*")
+        return path.read_text()
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    root = tmp_path_factory.mktemp("deployment")
+    home = AirflowHome(root / "home", airflow_env(root / "home"))
+    home.path.mkdir()
+    out = home.run("db", "migrate", timeout=600)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    # The examples as they are, but for their placeholder table, which is this test's own missing path: the machine's
+    # /tmp/deltalite-example/events may hold somebody's table, and the unpaused examples would maintain it.
+    dags = root / "dags"
+    dags.mkdir()
+    missing = root / "deltalite-example" / "events"
+    for name in ("nightly_compaction.py", "new_commits_trigger.py"):
+        text = (EXAMPLE_DAGS / name).read_text()
+        assert text.count(PLACEHOLDER) == 1, name
+        (dags / name).write_text(text.replace(PLACEHOLDER, str(missing)))
+    create_small_file_table(str(root / "nightly" / "events"), files=24, rows_per_file=50)
+    port = free_port()
+    env = {
+        **home.env,
+        "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+        "AIRFLOW__CORE__PARALLELISM": "4",
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+        "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
+        # one secret for the api-server that checks the workers' tokens and the scheduler that issues them
+        "AIRFLOW__API_AUTH__JWT_SECRET": "deltalite-deployment-test-secret",
+        "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "5",
+        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+        "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "1",
+        "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "1",
+        "DELTALITE_EXAMPLE_POLL_SECONDS": str(POLL_SECONDS),
+    }
+    home = AirflowHome(home.path, env)
+    (root / "logs").mkdir()
+    stack = AirflowStack(home, env, root / "logs")
+    try:
+        stack.start("api-server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1")
+        for name in ("dag-processor", "scheduler", "triggerer"):
+            stack.start(name)
+        deadline = time.monotonic() + 120
+        while True:  # the api-server answers, and the dag-processor has serialised both DAGs
+            stack.check_running()
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/monitor/health", timeout=2) as r:
+                    healthy = r.status == 200
+            except OSError:
+                healthy = False
+            parsed = {d for (d,) in stack.query("SELECT dag_id FROM serialized_dag")} if healthy else set()
+            if {NIGHTLY, SENSOR} <= parsed:
+                break
+            if time.monotonic() > deadline:
+                pytest.fail(f"the deployment did not come up: api-server healthy {healthy}, DAGs parsed {parsed}")
+            time.sleep(0.5)
+        deployment = Deployment(stack, home, missing, root / "nightly" / "events")
+        # Unpaused as a user would, with the placeholder tables: each gets a scheduled run (the first test checks
+        # them). The nightly run starts now, so that its three spark-submits overlap the sensor test.
+        for dag_id in (NIGHTLY, SENSOR):
+            deployment.cli("dags", "unpause", dag_id)
+        deployment.trigger(NIGHTLY, "nightly-1", NIGHTLY_CONF | {"table_uri": str(deployment.nightly)})
+        yield deployment
+    finally:
+        stack.stop_all()
+    shutil.rmtree(root / "home" / "logs", ignore_errors=True)
+
+
+def test_unpaused_examples_without_their_table_skip_their_scheduled_run_with_one_line(deployment: Deployment) -> None:
+    missing = deployment.missing
+    line = f"table {missing}: path does not exist; skipping this run (set the DAG param table_uri to a Delta table)"
+    for dag_id in (NIGHTLY, SENSOR):
+        deadline = time.monotonic() + 120
+        sql = f"SELECT run_id FROM dag_run WHERE dag_id = '{dag_id}' AND run_type = 'scheduled'"
+        while not (runs := deployment.stack.query(sql)):
+            deployment.stack.check_running()
+            assert time.monotonic() < deadline, f"no scheduled run of {dag_id}"
+            time.sleep(0.5)
+        ((run_id,),) = runs
+        assert run_id.startswith("scheduled__")
+        assert deployment.wait_run(dag_id, run_id, timeout=120) == "success"
+        states = deployment.states(dag_id, run_id)
+        assert set(states.values()) == {"skipped"}, states
+        assert deployment.task_log(dag_id, run_id, "check_table").count(line) == 1
+    assert not missing.exists()
+    # no sensor waited for the missing table
+    assert deployment.stack.query(
+        f"SELECT count(*) FROM task_instance WHERE dag_id = '{SENSOR}' AND state = 'deferred'"
+    ) == [(0,)]
+
+
+def test_the_sensor_dag_waits_in_the_triggerer_and_fires_on_an_append_only(
+    deployment: Deployment, tmp_path: Path
+) -> None:
+    table = tmp_path / "events"
+    append(table, [1, 2])
+    append(table, [3])  # version 1: the baseline check_table reads
+    deployment.trigger(SENSOR, "sensor-1", {"table_uri": str(table)})
+    deployment.wait_task(SENSOR, "sensor-1", "wait_for_new_data", "deferred")
+    # the triggerer runs it (its trigger row is assigned to the triggerer's job)
+    deadline = time.monotonic() + 60
+    while deployment.stack.query("SELECT count(*) FROM trigger WHERE triggerer_id IS NOT NULL") != [(1,)]:
+        assert time.monotonic() < deadline, deployment.stack.query("SELECT * FROM trigger")
+        time.sleep(0.2)
+
+    assert optimize(table) == 2
+    vacuum = DeltaTable(str(table)).vacuum(retention_hours=0, enforce_retention_duration=False)
+    assert list(vacuum.committed_versions) == [3, 4]
+    time.sleep(4 * POLL_SECONDS)  # four polls of the table: still waiting
+    assert deployment.states(SENSOR, "sensor-1")["wait_for_new_data"] == "deferred"
+
+    assert append(table, [4, 5, 6]) == 5
+    appended = time.monotonic()
+    fired = deployment.wait_task(SENSOR, "sensor-1", "wait_for_new_data", "success", timeout=60)
+    print(f"the deferred sensor succeeded {fired - appended:.1f} s after the append (poll interval {POLL_SECONDS} s)")
+    skipped = [
+        {"version": 2, "kind": "rearrange"},
+        {"version": 3, "kind": "maintenance"},
+        {"version": 4, "kind": "maintenance"},
+    ]
+    deployment.wait_task(SENSOR, "sensor-1", "wait_for_more_data", "deferred")
+    xcoms = deployment.xcoms(SENSOR, "sensor-1")
+    assert xcoms["check_table"] == 1
+    assert xcoms["wait_for_new_data"] == expected_payload(table, 1, [5], skipped, 3)
+    assert xcoms["process"] == 5
+
+    assert append(table, [7]) == 6
+    assert deployment.wait_run(SENSOR, "sensor-1", timeout=60) == "success"
+    assert deployment.xcoms(SENSOR, "sensor-1")["wait_for_more_data"] == expected_payload(table, 5, [6], [], 1)
+
+
+def test_the_nightly_dag_compacts_zorders_and_vacuums(deployment: Deployment) -> None:
+    # triggered when the deployment came up (the fixture), with 24 small files
+    table, before = deployment.nightly, deployment.nightly_rows
+    assert deployment.wait_run(NIGHTLY, "nightly-1") == "success"
+    assert deployment.states(NIGHTLY, "nightly-1") == dict.fromkeys(
+        ("check_table", "optimize", "zorder", "vacuum", "summary"), "success"
+    )
+    xcoms = deployment.xcoms(NIGHTLY, "nightly-1")
+    optimized, zordered, vacuumed = xcoms["optimize"], xcoms["zorder"], xcoms["vacuum"]
+    assert xcoms["check_table"] == 24
+    assert (optimized["numFilesRemoved"], optimized["numFilesAdded"], optimized["committedVersion"]) == (24, 2, 25)
+    assert (optimized["executor"], optimized["skippedReason"]) == ("spark", None)
+    assert (zordered["committedVersion"], zordered["zOrderStats"]["columns"]) == (26, ["user_id", "amount"])
+    assert (vacuumed["committedVersions"], vacuumed["objectsDeleted"]) == ([27, 28], 26)
+    assert xcoms["summary"] == (
+        f"OPTIMIZE 24 -> 2 files (version 25); VACUUM deleted 26 files, {vacuumed['sizeOfDataToDelete']} bytes"
+    )
+    # delta-rs: the same rows, 2 live files, and nothing else left on storage
+    assert _rows(table) == before
+    live = deltalake.DeltaTable(str(table)).file_uris()
+    on_disk = [p for p in table.rglob("*.parquet") if "_delta_log" not in p.parts]
+    assert (len(live), len(on_disk)) == (2, 2)
+    assert DeltaTable(str(table)).latest_version() == 28
