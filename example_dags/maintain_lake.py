@@ -69,7 +69,7 @@ def deltalite_maintain_lake() -> None:
         hook = DeltaLiteHook(deltalite_conn_id or None)
         history = hook.resolve_table_uri(history_uri) if history_uri else hook.history_uri()
         prefixes = [prefixes] if isinstance(prefixes, str) else prefixes
-        lake_plan, _ = plan_prefixes(
+        lake_plan, tables = plan_prefixes(
             [hook.resolve_table_uri(p) for p in prefixes],
             lake_policy,
             budget,
@@ -77,6 +77,13 @@ def deltalite_maintain_lake() -> None:
             history_uri=history,
             executor="spark",  # the mapped tasks run their actions on Spark
         )
+        if not tables:
+            # unpaused on the default prefix, or a prefix that is gone: one line and a skipped run, not a failure
+            from airflow.providers.common.compat.sdk import AirflowSkipException
+
+            raise AirflowSkipException(
+                f"no Delta table under {', '.join(prefixes)}; skipping this run (set the DAG param prefixes)"
+            )
         return lake_plan.to_dict()
 
     @task
@@ -100,7 +107,8 @@ def deltalite_maintain_lake() -> None:
         history_uri="{{ params.history_uri }}",
     ).expand_kwargs(chosen(lake_plan))
 
-    @task(trigger_rule="none_failed")
+    # after the mapped maintenance, skipped or not; skipped itself when the plan was (no table under the prefixes)
+    @task(trigger_rule="none_failed_min_one_success")
     def summary(lake_plan: dict[str, Any], results: list[dict[str, Any]] | None) -> list[str]:
         ran = {r["plan"]["tableUri"]: r for r in results or []}
         lines = []
@@ -112,7 +120,10 @@ def deltalite_maintain_lake() -> None:
                 lines.append(f"{uri}: {table['status']}: {why}")
                 continue
             before, after = result["healthBefore"], result["healthAfter"]
-            actions = ", ".join(a["operation"] for a in result["plan"]["actions"]) or "nothing"
+            actions = ", ".join(a["operation"] for a in result["plan"]["actions"])
+            if not actions:  # the table changed since the lake was planned: its own plan found nothing to do
+                lines.append(f"{uri}: chosen: skipped ({result['skippedReason'] or 'nothing to do'})")
+                continue
             lines.append(
                 f"{uri}: chosen: {actions}; files {before['files']} -> {after['files']}"
                 + (f" ({result['skippedReason']})" if result["skippedReason"] else "")

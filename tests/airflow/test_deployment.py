@@ -40,8 +40,9 @@ from tests.executors.spark_cluster import free_port
 
 pytestmark = pytest.mark.slow
 
-NIGHTLY, SENSOR = "deltalite_nightly_compaction", "deltalite_new_commits_trigger"
+NIGHTLY, SENSOR, LAKE = "deltalite_nightly_compaction", "deltalite_new_commits_trigger", "deltalite_maintain_lake"
 PLACEHOLDER = "/tmp/deltalite-example/events"
+LAKE_PLACEHOLDER = "/tmp/deltalite-example"
 POLL_SECONDS = 1
 NIGHTLY_CONF = {
     "min_small_files": 2,
@@ -58,9 +59,10 @@ def _rows(path: Path) -> collections.Counter:
 class Deployment:
     """The running components, the CLI, and what the metadata database and the task logs say."""
 
-    def __init__(self, stack: AirflowStack, home: AirflowHome, missing: Path, nightly: Path) -> None:
-        self.stack, self.home, self.missing, self.nightly = stack, home, missing, nightly
+    def __init__(self, stack: AirflowStack, home: AirflowHome, missing: Path, nightly: Path, lake: Path) -> None:
+        self.stack, self.home, self.missing, self.nightly, self.lake = stack, home, missing, nightly, lake
         self.nightly_rows = _rows(nightly)
+        self.lake_rows = {name: _rows(lake / name) for name in ("orders", "visits")}
 
     def cli(self, *args: str) -> str:
         out = self.home.run(*args, timeout=120)
@@ -87,6 +89,11 @@ class Deployment:
             if time.monotonic() > deadline:
                 pytest.fail(f"{dag_id} {run_id} still {state} after {timeout} s: {self.states(dag_id, run_id)}")
             time.sleep(0.5)
+        if state == "failed":  # say which task failed, and how
+            states = self.states(dag_id, run_id)
+            failed = [t for t, st in states.items() if st == "failed"]
+            logs = {t: self.task_log(dag_id, run_id, t)[-3000:] for t in failed}
+            pytest.fail(f"{dag_id} {run_id} failed: {states}\n{logs}")
         return state
 
     def wait_task(self, dag_id: str, run_id: str, task_id: str, state: str, timeout: float = 120) -> float:
@@ -128,7 +135,12 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
         text = (EXAMPLE_DAGS / name).read_text()
         assert text.count(PLACEHOLDER) == 1, name
         (dags / name).write_text(text.replace(PLACEHOLDER, str(missing)))
+    text = (EXAMPLE_DAGS / "maintain_lake.py").read_text()
+    assert text.count(LAKE_PLACEHOLDER) == 1
+    (dags / "maintain_lake.py").write_text(text.replace(LAKE_PLACEHOLDER, str(missing.parent)))
     create_small_file_table(str(root / "nightly" / "events"), files=24, rows_per_file=50)
+    for name in ("orders", "visits"):
+        create_small_file_table(str(root / "lake" / name), files=12, rows_per_file=20)
     port = free_port()
     env = {
         **home.env,
@@ -161,17 +173,18 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
             except OSError:
                 healthy = False
             parsed = {d for (d,) in stack.query("SELECT dag_id FROM serialized_dag")} if healthy else set()
-            if {NIGHTLY, SENSOR} <= parsed:
+            if {NIGHTLY, SENSOR, LAKE} <= parsed:
                 break
             if time.monotonic() > deadline:
                 pytest.fail(f"the deployment did not come up: api-server healthy {healthy}, DAGs parsed {parsed}")
             time.sleep(0.5)
-        deployment = Deployment(stack, home, missing, root / "nightly" / "events")
+        deployment = Deployment(stack, home, missing, root / "nightly" / "events", root / "lake")
         # Unpaused as a user would, with the placeholder tables: each gets a scheduled run (the first test checks
         # them). The nightly run starts now, so that its three spark-submits overlap the sensor test.
-        for dag_id in (NIGHTLY, SENSOR):
+        for dag_id in (NIGHTLY, SENSOR, LAKE):
             deployment.cli("dags", "unpause", dag_id)
         deployment.trigger(NIGHTLY, "nightly-1", NIGHTLY_CONF | {"table_uri": str(deployment.nightly)})
+        deployment.trigger(LAKE, "lake-1", {"prefixes": [str(deployment.lake)]})
         yield deployment
     finally:
         stack.stop_all()
@@ -194,6 +207,19 @@ def test_unpaused_examples_without_their_table_skip_their_scheduled_run_with_one
         states = deployment.states(dag_id, run_id)
         assert set(states.values()) == {"skipped"}, states
         assert deployment.task_log(dag_id, run_id, "check_table").count(line) == 1
+    # the lake DAG on its placeholder prefix: the plan finds no table and says so once; nothing else runs
+    sql = f"SELECT run_id FROM dag_run WHERE dag_id = '{LAKE}' AND run_type = 'scheduled'"
+    deadline = time.monotonic() + 120
+    while not (runs := deployment.stack.query(sql)):
+        deployment.stack.check_running()
+        assert time.monotonic() < deadline, f"no scheduled run of {LAKE}"
+        time.sleep(0.5)
+    ((run_id,),) = runs
+    assert deployment.wait_run(LAKE, run_id, timeout=120) == "success"
+    states = deployment.states(LAKE, run_id)
+    assert set(states.values()) == {"skipped"}, states
+    lake_line = f"no Delta table under {missing.parent}; skipping this run (set the DAG param prefixes)"
+    assert deployment.task_log(LAKE, run_id, "plan").count(lake_line) == 1
     assert not missing.exists()
     # no sensor waited for the missing table
     assert deployment.stack.query(
@@ -264,3 +290,25 @@ def test_the_nightly_dag_compacts_zorders_and_vacuums(deployment: Deployment) ->
     on_disk = [p for p in table.rglob("*.parquet") if "_delta_log" not in p.parts]
     assert (len(live), len(on_disk)) == (2, 2)
     assert DeltaTable(str(table)).latest_version() == 28
+
+
+def test_the_lake_dag_plans_once_and_maintains_each_chosen_table(deployment: Deployment) -> None:
+    """Triggered through the CLI on a prefix of two tables of 12 small files in two partitions: the plan (in the
+    worker, no JVM) chooses both, one mapped DeltaMaintenanceOperator per table compacts it on Spark, and delta-rs
+    reads the same rows from one file per partition."""
+    assert deployment.wait_run(LAKE, "lake-1", timeout=600) == "success"
+    assert deployment.states(LAKE, "lake-1") == {
+        "plan": "success",
+        "chosen": "success",
+        "maintain": "success",
+        "summary": "success",
+    }
+    xcoms = deployment.xcoms(LAKE, "lake-1")
+    uris = [str(deployment.lake / name) for name in ("orders", "visits")]
+    assert sorted((t["tableUri"], t["chosen"]) for t in xcoms["plan"]["tables"]) == [(u, True) for u in uris]
+    for name, uri in zip(("orders", "visits"), uris, strict=True):
+        table = deltalake.DeltaTable(uri)
+        assert _rows(deployment.lake / name) == deployment.lake_rows[name]
+        assert len(table.file_uris()) == 2  # one file per partition (two dates)
+        assert table.history(1)[0]["operation"] == "OPTIMIZE"
+    assert sorted(xcoms["summary"]) == [f"{u}: chosen: optimize; files 12 -> 2" for u in uris]
