@@ -168,7 +168,7 @@ class ReadCounter:
 
     def log_reads(self) -> dict[tuple[str, str], int]:
         """The reads of the log: not the data files an OPTIMIZE opens, or reads ranges of when it stitches them."""
-        log_file = re.compile(r"^(\d{20}\.|_last_checkpoint$|_delta_log$)")
+        log_file = re.compile(r"^(\d{20}\.|_last_checkpoint$|_delta_log$|_sidecars$)")
         return {k: v for k, v in self.calls.items() if k[0] != "open_data_file" and log_file.match(k[1])}
 
 

@@ -85,6 +85,7 @@ def _check(storage: Storage, full: Snapshot, predicate: str, version: int | None
     return True
 
 
+@pytest.mark.slow  # every corpus table: scheduled first (tests/conftest.py)
 def test_pruned_replay_of_every_partitioned_corpus_table_equals_the_full_replay_and_delta_rs() -> None:
     counts: Counter[str] = Counter()
     for entry in corpus_tables():
@@ -357,6 +358,7 @@ def test_a_corrupt_checkpoint_part_is_one_line_naming_it_exit_2_and_nothing_writ
 # -- snapshots of some file fields (describe, VACUUM) --------------------------------------------------------------
 
 
+@pytest.mark.slow  # every corpus table: scheduled first (tests/conftest.py)
 def test_describe_and_vacuum_fields_give_what_the_whole_snapshot_gives_on_every_corpus_table() -> None:
     """A snapshot of the sizes (describe) or of what VACUUM reads gives the same describe document and the same
     protected files as the whole snapshot, on every readable corpus table; and never its statistics."""
@@ -396,6 +398,7 @@ def test_describe_and_vacuum_fields_give_what_the_whole_snapshot_gives_on_every_
 # -- the table as a stream (health) --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # every corpus table: scheduled first (tests/conftest.py)
 def test_health_read_as_a_stream_equals_health_of_the_whole_snapshot_on_every_corpus_table(monkeypatch) -> None:
     """`table_health` without a snapshot reads the table as a stream, checkpoint batches of 3 rows here (so partitions,
     re-added paths and clustering bounds span batches); with the whole snapshot it sums one batch. Every figure of
