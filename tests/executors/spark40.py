@@ -51,7 +51,7 @@ def _base_python() -> str:
 
 
 def run(
-    args: list[str], *, module: str = "airflow_provider_deltalite", code: str | None = None, timeout: int = 300
+    args: list[str], *, module: str = "airflow_provider_deltalite", code: str | None = None, timeout: int = 600
 ) -> subprocess.CompletedProcess:
     """Run ``python -m module ARGS`` (``code``: ``python -c code ARGS``) in the 4.0 environment on this checkout's
     package, without the caller's PYTHONPATH, SPARK_REMOTE or SPARK_HOME."""

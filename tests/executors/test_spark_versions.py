@@ -181,7 +181,7 @@ def test_pyspark_and_pyspark_client_of_two_releases_give_one_line(env40: None, t
     for master in ("local[2]", "sc://127.0.0.1:1"):
         args = ["optimize", str(table), "--executor", "spark", "--spark-master", master]
         cmd = [sys.executable, "-m", "airflow_provider_deltalite", *args]
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env, check=False)
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=420, env=env, check=False)
         assert (out.returncode, out.stdout) == (2, ""), out
         assert out.stderr == (
             f"deltalite: error: pyspark 4.2.0 and pyspark-client {spark40.VERSION} are both installed and overwrite "
