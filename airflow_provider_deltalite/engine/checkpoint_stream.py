@@ -262,8 +262,8 @@ def _file_batches(
             return
         projection = [c for c in _checkpoint_projection(schema, False, fields) if c.split(".")[0] in kinds]
         with_parsed = [c for c in _checkpoint_projection(schema, True, fields) if c.split(".")[0] in kinds]
-        stats_column = _leaf_index(pf, f"{A.ADD}.stats")
         leaves = _leaf_indexes(pf)
+        stats_column = leaves.get(f"{A.ADD}.stats")
         for rg in range(pf.num_row_groups):
             if keep is not None and not _row_group_may_match(pf, rg, keep, leaves):
                 continue
@@ -393,14 +393,6 @@ def _partition_mask(values: pa.Array, keep: BoundPartitionFilter, n: int) -> np.
         raw: list[pa.Array | None] = [v.cast(pa.string()) for v in _map_lookup_many(values, keep.physical_names)]
         return keep.mask(raw, n, present)
     return keep.mask_struct(values)
-
-
-def _leaf_index(pf: pq.ParquetFile, dotted: str) -> int | None:
-    schema = pf.metadata.schema
-    for i in range(len(schema)):
-        if schema.column(i).path == dotted:
-            return i
-    return None
 
 
 def _all_null(pf: pq.ParquetFile, rg: int, column: int | None) -> bool:
