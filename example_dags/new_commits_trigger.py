@@ -32,6 +32,7 @@ from airflow_provider_deltalite.operators.table_guard import skip_unless_table
 from airflow_provider_deltalite.sensors.new_version import NewVersionSensor
 
 POLL_SECONDS = float(os.environ.get("DELTALITE_EXAMPLE_POLL_SECONDS", "30"))
+RETRY_ONCE = {"retries": 1, "retry_delay": dt.timedelta(seconds=5)}
 
 
 @dag(
@@ -51,7 +52,9 @@ def new_commits_trigger() -> None:
 
     baseline = check_table("{{ params.table_uri }}")
     # deferrable: the wait happens in the triggerer, which notices a commit within poke_interval and holds no worker
-    # slot; soft_fail: an hour without new data ends the run skipped, before the next run is due
+    # slot; soft_fail: an hour without new data ends the run skipped, before the next run is due; one retry: when a
+    # trigger fires within seconds of deferring, Airflow 3.3's scheduler can mark the resumed sensor failed
+    # (apache/airflow#72716); the retry's first check finds the same new commit
     wait = NewVersionSensor(
         task_id="wait_for_new_data",
         table_uri="{{ params.table_uri }}",
@@ -60,6 +63,7 @@ def new_commits_trigger() -> None:
         poke_interval=POLL_SECONDS,
         timeout=3300,
         soft_fail=True,
+        **RETRY_ONCE,
     )
 
     @task
@@ -79,6 +83,7 @@ def new_commits_trigger() -> None:
         poke_interval=POLL_SECONDS,
         timeout=3300,
         soft_fail=True,
+        **RETRY_ONCE,
     )
 
     process(wait.output) >> wait_for_more
