@@ -18,6 +18,7 @@ own temp dir, so a fixture must not assume it is the only one of its kind on the
 from __future__ import annotations
 
 import json
+import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import CORPUS
+from tests.jvm_archive import jvm_options
 from tests.moto_server import start_moto_server, stop_moto_server
 
 TESTS = Path(__file__).resolve().parent
@@ -53,6 +55,13 @@ def _needs(item: pytest.Item) -> set[str]:
     if module is not None and any(hasattr(module, name) for name in CORPUS_GLOBALS):
         needs.add("corpus")
     return needs
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Every Spark driver the suite starts (spark-submit jobs, Connect servers, the local executor's gateway) inherits
+    # this: C1, the serial collector and the class archive `make test` builds (tests/jvm_archive.py) start it in
+    # about two thirds of the time. A value of the caller's own is kept.
+    os.environ.setdefault("SPARK_SUBMIT_OPTS", jvm_options())
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by these marks

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import unquote
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tests.helpers import CORPUS
@@ -271,8 +272,20 @@ def _canon(value: Any) -> Any:
 
 def _normalise_column(column: pa.ChunkedArray) -> list[Any]:
     # INT96 and ns timestamps from Spark dumps have no zone; ours are UTC: compare as naive UTC microseconds.
-    if pa.types.is_timestamp(column.type):
-        column = column.cast(pa.timestamp("us", tz=column.type.tz))
+    kind = column.type
+    if pa.types.is_timestamp(kind):
+        column = column.cast(pa.timestamp("us", tz=kind.tz))
+    # Vectorised where `_canon` would be the identity or a plain rewrite: a corpus table of a million rows is compared
+    # three times, value by value in Python it took half a minute.
+    if pa.types.is_integer(kind) or pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return column.to_pylist()
+    if pa.types.is_floating(kind) and not pc.any(pc.is_nan(column)).as_py():
+        return column.to_pylist()
+    if pa.types.is_decimal(kind) and kind.scale >= 0:  # a negative scale's text has an exponent
+        # without trailing fractional zeros, so that equal values of any scale read alike
+        text = pc.replace_substring_regex(column.cast(pa.string()), pattern=r"(\.[0-9]*?)0+$", replacement=r"\1")
+        text = pc.replace_substring_regex(text, pattern=r"\.$", replacement="")
+        return pc.binary_join_element_wise("dec:", text, "").to_pylist()
     return [_canon(v) for v in column.to_pylist()]
 
 
@@ -281,6 +294,13 @@ def row_multiset(table: pa.Table, columns: list[str]) -> collections.Counter:
     lookup = {n.lower(): n for n in table.column_names}
     values = [_normalise_column(table.column(lookup[c.lower()])) for c in columns]
     return collections.Counter(zip(*values, strict=True)) if values else collections.Counter({(): table.num_rows})
+
+
+def same_multiset(a: collections.Counter, b: collections.Counter) -> bool:
+    """``a == b`` for multisets, compared in C: Counter's own ``==`` is a Python loop over every row."""
+    if min(a.values(), default=1) <= 0 or min(b.values(), default=1) <= 0:  # a count brought to zero is no row
+        a, b = +a, +b
+    return dict.__eq__(a, b)
 
 
 def deltars_paths(path: Path, version: int | None = None) -> set[str] | None:

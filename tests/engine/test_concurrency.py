@@ -27,6 +27,9 @@ from tests.moto_server import deltars_s3_options
 REPO = Path(__file__).resolve().parents[2]
 WORKERS = 6
 OPS = 50
+# moto_server answers one request at a time: on S3 each writer does fewer operations (six writers still race on
+# every commit; the local table takes the full fifty each)
+S3_OPS = 15
 INITIAL_IDS = list(range(12))
 
 
@@ -47,14 +50,14 @@ def target(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, Any]:
     """Where the shared table lives: URIs and storage options for deltalite and for delta-rs."""
     if request.param == "local":
         path = str(tmp_path / "table")
-        return {"uri": path, "options": {}, "deltars_uri": path, "deltars_options": {}}
+        return {"uri": path, "options": {}, "deltars_uri": path, "deltars_options": {}, "ops": OPS}
     s3 = request.getfixturevalue("s3_endpoint")
     import s3fs
 
     bucket = f"stress-{uuid.uuid4().hex[:12]}"
     s3fs.S3FileSystem(**s3).call_s3("create_bucket", Bucket=bucket)
     uri = f"s3://{bucket}/table"
-    return {"uri": uri, "options": s3, "deltars_uri": uri, "deltars_options": _deltars_s3_options(s3)}
+    return {"uri": uri, "options": s3, "deltars_uri": uri, "deltars_options": _deltars_s3_options(s3), "ops": S3_OPS}
 
 
 def _create(deltalake: Any, target: dict[str, Any]) -> None:
@@ -123,11 +126,11 @@ def _final_ids(deltalake: Any, target: dict[str, Any]) -> tuple[list[int], list[
     return sorted(ours.column("id").to_pylist()), sorted(theirs.column("id").to_pylist())
 
 
-def test_six_writers_fifty_commits_each(deltalake: Any, target: dict[str, Any], tmp_path: Path) -> None:
+def test_six_writers_many_commits_each(deltalake: Any, target: dict[str, Any], tmp_path: Path) -> None:
     _create(deltalake, target)
-    _join([_spawn(target, tmp_path, w, WORKERS, ops=OPS) for w in range(WORKERS)])
+    _join([_spawn(target, tmp_path, w, WORKERS, ops=target["ops"]) for w in range(WORKERS)])
     results = _results(tmp_path)
-    assert len(results) >= WORKERS * OPS * 0.8  # rewrite/delete are skipped only when a partition is too small
+    assert len(results) >= WORKERS * target["ops"] * 0.8  # rewrite/delete are skipped only when a partition is too small
 
     table = DeltaTable(target["uri"], target["options"])
     commits = _commits(table)

@@ -19,8 +19,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.jvm_archive import jvm_options
+
 # Test JVMs live seconds: C1-only JIT and the serial GC start them seconds sooner on 2 cores.
-FAST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+FAST_JVM_OPTIONS = jvm_options()  # C1, the serial collector and the suite's class archive (tests/jvm_archive.py)
 # Spark settings giving a test's driver and executors the same start-up options.
 FAST_JVM_CONF = {"spark.driver.extraJavaOptions": FAST_JVM_OPTIONS, "spark.executor.extraJavaOptions": FAST_JVM_OPTIONS}
 
