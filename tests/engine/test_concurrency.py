@@ -130,7 +130,8 @@ def test_six_writers_many_commits_each(deltalake: Any, target: dict[str, Any], t
     _create(deltalake, target)
     _join([_spawn(target, tmp_path, w, WORKERS, ops=target["ops"]) for w in range(WORKERS)])
     results = _results(tmp_path)
-    assert len(results) >= WORKERS * target["ops"] * 0.8  # rewrite/delete are skipped only when a partition is too small
+    # rewrite/delete are skipped only when a partition is too small
+    assert len(results) >= WORKERS * target["ops"] * 0.8
 
     table = DeltaTable(target["uri"], target["options"])
     commits = _commits(table)
