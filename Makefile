@@ -94,7 +94,10 @@ PYTEST_WORKERS ?= 3
 PYTEST_XDIST = -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # The package's own bytecode too: the suite starts hundreds of CLI and job processes, each importing it afresh.
-test: lint typecheck env-spark40 chromium $(JSA)
+# What comes before pytest runs two recipes at a time: the installs wait on the index and on building pyspark's wheels,
+# ruff and mypy use one core each, the class archive one JVM.
+test:
+	$(MAKE) --no-print-directory -j2 --output-sync=target lint typecheck env-spark40 chromium $(JSA)
 	$(PY) -m compileall -q airflow_provider_deltalite
 	$(PY) -m pytest -q --durations=15 $(PYTEST_XDIST)
 
