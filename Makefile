@@ -89,7 +89,8 @@ typecheck: env
 # module-scoped fixtures (an Airflow DAG run, a secrets sweep) then run once, and each process starts the session
 # fixtures (moto_server, Spark sessions and servers, an Airflow home) it needs on its own free ports and temp dirs.
 # Files go out in collection order (--no-loadscope-reorder), which tests/conftest.py makes the dearest first.
-# PYTEST_WORKERS=0 runs the suite in one process, as before.
+# PYTEST_WORKERS=0 runs the suite in one process, as before. Three on two cores: with two, a quarter of the CPU idled
+# while tests waited on JVMs, servers and Airflow's loops.
 PYTEST_WORKERS ?= 3
 PYTEST_XDIST = -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
