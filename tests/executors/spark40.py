@@ -7,12 +7,10 @@ dependencies (so no Airflow and no classic pyspark), and the Spark 4.0 distribut
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.executors.version_env import ROOT, ensure, run_in
+
 VENV = ROOT / ".venv-spark40"
 PYTHON = VENV / "bin" / "python"
 SERVER_HOME = VENV / "server" / "pyspark"  # the Spark 4.0 distribution (bin/, jars/) for the Connect server
@@ -31,34 +29,15 @@ SHUFFLED_CLI = (
 
 
 def ensure_env() -> None:
-    """Create or update .venv-spark40 with the project's own Makefile when it is missing or older than its inputs.
-
-    Raises:
-        RuntimeError: make failed (the message carries its output's tail).
-    """
-    if subprocess.run(["make", "-q", "env-spark40"], cwd=ROOT, capture_output=True, check=False).returncode == 0:
-        return
-    env = {**os.environ, "PYTHON": os.environ.get("PYTHON", _base_python())}
-    out = subprocess.run(["make", "env-spark40"], cwd=ROOT, capture_output=True, text=True, env=env, check=False)
-    if out.returncode != 0:
-        raise RuntimeError(f"make env-spark40 failed:\n{(out.stdout + out.stderr)[-3000:]}")
-
-
-def _base_python() -> str:
-    """The interpreter this test venv was made from (the Makefile's python3.11 may not be on PATH)."""
-    base = Path(sys.base_prefix) / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
-    return str(base) if base.exists() else "python3"
+    """Create or update .venv-spark40 (`make env-spark40`) when it is missing or older than its inputs."""
+    ensure("env-spark40")
 
 
 def run(
     args: list[str], *, module: str = "airflow_provider_deltalite", code: str | None = None, timeout: int = 600
 ) -> subprocess.CompletedProcess:
-    """Run ``python -m module ARGS`` (``code``: ``python -c code ARGS``) in the 4.0 environment on this checkout's
-    package, without the caller's PYTHONPATH, SPARK_REMOTE or SPARK_HOME."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPARK_REMOTE", "SPARK_HOME")}
-    env["PYTHONPATH"] = str(ROOT)
-    cmd = [str(PYTHON), *(["-c", code] if code is not None else ["-m", module]), *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=str(ROOT), check=False)
+    """Run ``python -m module ARGS`` (``code``: ``python -c code ARGS``) in the 4.0 environment (`run_in`)."""
+    return run_in(PYTHON, args, module=module, code=code, timeout=timeout)
 
 
 def failure(args: list[str], *, module: str = "airflow_provider_deltalite") -> str:

@@ -8,11 +8,10 @@ spark-submit (`SPARK_SUBMIT`).
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
-from tests.executors.spark40 import ROOT, _base_python
+from tests.executors.version_env import ROOT, ensure, run_in
 
 VENV = ROOT / ".venv-spark43"
 PYTHON = VENV / "bin" / "python"
@@ -30,25 +29,12 @@ def server_home() -> Path:
 
 
 def ensure_env() -> None:
-    """Create or update .venv-spark43 with the project's own Makefile when it is missing or older than its inputs.
-
-    Raises:
-        RuntimeError: make failed (the message carries its output's tail).
-    """
-    if subprocess.run(["make", "-q", "env-spark43"], cwd=ROOT, capture_output=True, check=False).returncode == 0:
-        return
-    env = {**os.environ, "PYTHON": os.environ.get("PYTHON", _base_python())}
-    out = subprocess.run(["make", "env-spark43"], cwd=ROOT, capture_output=True, text=True, env=env, check=False)
-    if out.returncode != 0:
-        raise RuntimeError(f"make env-spark43 failed:\n{(out.stdout + out.stderr)[-3000:]}")
+    """Create or update .venv-spark43 (`make env-spark43`) when it is missing or older than its inputs."""
+    ensure("env-spark43")
 
 
 def run(
     args: list[str], *, module: str = "airflow_provider_deltalite", code: str | None = None, timeout: int = 600
 ) -> subprocess.CompletedProcess:
-    """Run ``python -m module ARGS`` (``code``: ``python -c code ARGS``) in the 4.3 environment on this checkout's
-    package, without the caller's PYTHONPATH, SPARK_REMOTE or SPARK_HOME."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPARK_REMOTE", "SPARK_HOME")}
-    env["PYTHONPATH"] = str(ROOT)
-    cmd = [str(PYTHON), *(["-c", code] if code is not None else ["-m", module]), *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=str(ROOT), check=False)
+    """Run ``python -m module ARGS`` (``code``: ``python -c code ARGS``) in the 4.3 environment (`run_in`)."""
+    return run_in(PYTHON, args, module=module, code=code, timeout=timeout)
