@@ -50,20 +50,26 @@ def env40() -> None:
         pytest.fail(str(exc))
 
 
-@pytest.fixture(scope="module")
-def server40(env40: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The address of a Spark 4.0 Connect server (local[2]) whose workers run the 4.0 environment's Python."""
+def _version_server(work_dir: Path, home: Path, python: Path, version: str) -> Iterator[str]:
+    """The address of a Spark Connect server (local[2]) of ``version`` from the distribution ``home``, whose workers
+    run ``python``; stopped when the fixture ends."""
     try:
-        server = start_connect_server(
-            tmp_path_factory.mktemp("connect40"), home=spark40.SERVER_HOME, python=str(spark40.PYTHON)
-        )
+        server = start_connect_server(work_dir, home=home, python=str(python))
     except RuntimeError as exc:
         pytest.fail(str(exc))
     try:
-        assert f"Running Spark version {spark40.VERSION}" in (server.work_dir / "connect.log").read_text()
+        assert f"Running Spark version {version}" in (server.work_dir / "connect.log").read_text()
         yield server.url
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def server40(env40: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The address of a Spark 4.0 Connect server whose workers run the 4.0 environment's Python."""
+    yield from _version_server(
+        tmp_path_factory.mktemp("connect40"), spark40.SERVER_HOME, spark40.PYTHON, spark40.VERSION
+    )
 
 
 @pytest.fixture(scope="module")
@@ -77,18 +83,9 @@ def env43() -> None:
 
 @pytest.fixture(scope="module")
 def server43(env43: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The address of a Spark 4.3 Connect server (local[2]) whose workers run the 4.3 environment's Python."""
-    try:
-        server = start_connect_server(
-            tmp_path_factory.mktemp("connect43"), home=spark43.server_home(), python=str(spark43.PYTHON)
-        )
-    except RuntimeError as exc:
-        pytest.fail(str(exc))
-    try:
-        assert f"Running Spark version {spark43.VERSION}" in (server.work_dir / "connect.log").read_text()
-        yield server.url
-    finally:
-        server.stop()
+    """The address of a Spark 4.3 Connect server whose workers run the 4.3 environment's Python."""
+    home = spark43.server_home()
+    yield from _version_server(tmp_path_factory.mktemp("connect43"), home, spark43.PYTHON, spark43.VERSION)
 
 
 @pytest.fixture(scope="module")
