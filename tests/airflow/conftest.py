@@ -68,12 +68,17 @@ def airflow_env(home: Path) -> dict[str, str]:
     return {**demo_env(home, EXAMPLE_DAGS), "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO"}
 
 
-@pytest.fixture(scope="session")
-def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> AirflowHome:
-    """A migrated AIRFLOW_HOME shared by the session (`airflow db migrate` costs ~10 s)."""
-    path = tmp_path_factory.mktemp("airflow_home")
+def migrated_home(path: Path) -> AirflowHome:
+    """A new AIRFLOW_HOME at ``path`` (created when missing), its database migrated with `airflow db migrate`."""
+    path.mkdir(parents=True, exist_ok=True)
     home = AirflowHome(path, airflow_env(path))
     out = home.run("db", "migrate", timeout=600)
     if out.returncode != 0:
         pytest.fail(f"airflow db migrate failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
     return home
+
+
+@pytest.fixture(scope="session")
+def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> AirflowHome:
+    """A migrated AIRFLOW_HOME shared by the session (`airflow db migrate` costs ~10 s)."""
+    return migrated_home(tmp_path_factory.mktemp("airflow_home"))

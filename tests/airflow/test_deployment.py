@@ -34,7 +34,7 @@ import pytest
 from airflow_provider_deltalite import DeltaTable
 from airflow_provider_deltalite.demo import FAST_JVM_CONF, create_small_file_table
 from tests.airflow.airflow_stack import AirflowStack
-from tests.airflow.conftest import EXAMPLE_DAGS, AirflowHome, airflow_env
+from tests.airflow.conftest import EXAMPLE_DAGS, AirflowHome, migrated_home
 from tests.airflow.delta_history import append, expected_payload, optimize
 from tests.executors.spark_cluster import free_port
 
@@ -147,10 +147,7 @@ class Deployment:
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     root = tmp_path_factory.mktemp("deployment")
-    home = AirflowHome(root / "home", airflow_env(root / "home"))
-    home.path.mkdir()
-    out = home.run("db", "migrate", timeout=600)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    home = migrated_home(root / "home")
     # The examples as they are, but for their placeholder table, which is this test's own missing path: the machine's
     # /tmp/deltalite-example/events may hold somebody's table, and the unpaused examples would maintain it.
     dags = root / "dags"

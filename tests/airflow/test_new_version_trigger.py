@@ -21,7 +21,7 @@ from airflow_provider_deltalite.engine.errors import InvalidArgument, LogGap, Ta
 from airflow_provider_deltalite.triggers.new_data import error_event, raise_from_event
 from airflow_provider_deltalite.triggers.new_version import NewVersionTrigger
 from tests.airflow.airflow_stack import AirflowStack
-from tests.airflow.conftest import EXAMPLE_DAGS, AirflowHome, airflow_env
+from tests.airflow.conftest import EXAMPLE_DAGS, migrated_home
 from tests.airflow.delta_history import append, commit_facts, expected_payload, optimize
 
 CLASSPATH = "airflow_provider_deltalite.triggers.new_version.NewVersionTrigger"
@@ -312,10 +312,7 @@ def test_watching_yields_one_event_per_new_data_and_none_for_optimize_or_history
 def stack(tmp_path: Path) -> Iterator[tuple[AirflowStack, Path]]:
     """A stack on its own freshly migrated home: `dag.test()` runs elsewhere in the session leave their deferred
     tasks' trigger rows behind (pointing at finished task instances), and a real triggerer would pick those up."""
-    airflow_home = AirflowHome(tmp_path / "home", airflow_env(tmp_path / "home"))
-    airflow_home.path.mkdir()
-    out = airflow_home.run("db", "migrate", timeout=600)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    airflow_home = migrated_home(tmp_path / "home")
     dags = tmp_path / "dags"
     dags.mkdir()
     shutil.copy(EXAMPLE_DAGS / "asset_watcher.py", dags / "asset_watcher.py")
