@@ -90,14 +90,19 @@ def cmd_zorder(args: argparse.Namespace) -> None:
 
 
 def cmd_vacuum(args: argparse.Namespace) -> None:
+    from airflow_provider_deltalite.engine.snapshot import stream_snapshot
     from airflow_provider_deltalite.maintenance.vacuum import vacuum
     from airflow_provider_deltalite.maintenance.vacuum.paths import VACUUM_FILE_FIELDS
 
     table = open_table(args)  # reads nothing yet; its URI names the table in option errors
     options = vacuum_options(args, table.uri)
     check_history(table, options.history_uri)
-    # a missing table or bad protocol fails before a Spark session is started; VACUUM reads no statistics
-    snapshot = table.snapshot(file_fields=VACUUM_FILE_FIELDS)
+    # a missing table or bad protocol fails before a Spark session is started. FULL reads the files as a stream,
+    # a top-level directory at a time: here only the table's state, without its files; the others read no statistics
+    if options.mode.upper() == "FULL" and options.inventory is None:
+        snapshot = stream_snapshot(table.storage).snapshot
+    else:
+        snapshot = table.snapshot(file_fields=VACUUM_FILE_FIELDS)
     show_progress = not args.json and sys.stderr.isatty()
     # The local executor is vacuum's own (its default pool is sized for waiting on storage, not for the CPU).
     executor = make_executor(args) if args.executor == "spark" else None

@@ -7,7 +7,7 @@ oldest). Ties go by path, so the same table gives the same choice.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pyarrow.compute as pc
 
@@ -34,6 +34,13 @@ def oldest_first(
         for path, stamp in zip(stones.column("path").to_pylist(), stamps, strict=True):
             if path in wanted:  # a plain relative path: the log and the listing spell it alike
                 ages[path] = stamp
+    return cut_oldest(plan, limit, ages)
+
+
+def cut_oldest(plan: VacuumPlan, limit: int | None, ages: Mapping[str, int]) -> tuple[VacuumPlan, int]:
+    """The plan cut to its ``limit`` oldest files by ``ages`` (absent: 0), and how many eligible files it leaves."""
+    if limit is None or len(plan.files) <= limit:
+        return plan, 0
     ordered = sorted(plan.files, key=lambda f: (ages.get(f[0], 0), f[0]))
     left = [path for path, _ in ordered[limit:]]
     return plan.without(left), len(left)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +35,17 @@ class ListingProgress:
         self.what = what
         self.start = self.last = time.monotonic()
         self.last_files = 0
+        self.dirs = self.files = 0
+
+    def add(self, dirs: int, files: int) -> None:
+        """Count more listed directories and files (and report when it is time)."""
+        self.dirs += dirs
+        self.files += files
+        self.update(self.dirs, self.files)
+
+    def finish(self) -> None:
+        """The final report."""
+        self.update(self.dirs, self.files, final=True)
 
     def update(self, dirs: int, files: int, *, final: bool = False) -> None:
         now = time.monotonic()
@@ -137,6 +148,47 @@ def spread(items: Sequence[Any], tasks: int) -> list[tuple[Any, ...]]:
     return [tuple(items[i::tasks]) for i in range(tasks)]
 
 
+def protected_by_dir(protected: Iterable[str] | None) -> dict[str, list[str]]:
+    """The protected paths by directory, as references to the same strings (no per-name copies held for the
+    listing)."""
+    by_dir: dict[str, list[str]] = {}
+    for path in protected or ():
+        by_dir.setdefault(path[: max(path.rfind("/"), 0)], []).append(path)
+    return by_dir
+
+
+def list_tree(
+    storage: Storage,
+    rule: HiddenRule,
+    executor: Executor,
+    dirs: Sequence[tuple[str, int]],
+    by_dir: Mapping[str, Sequence[str]],
+    report: ListingProgress,
+) -> list[ListedDir]:
+    """``dirs`` (relative path, mtime) and every non-hidden directory under them with its files, listed level by
+    level as parallel tasks on ``executor`` (so a deep or skewed tree still spreads over the executor)."""
+
+    def task(batch: tuple[tuple[str, int], ...]) -> ListTask:
+        return ListTask(storage, batch, rule, {d: by_dir[d] for d, _ in batch if d in by_dir})
+
+    listed: list[ListedDir] = []
+    frontier = list(dirs)
+    while frontier:
+        tasks = [task(batch) for batch in spread(frontier, executor.parallelism * TASKS_PER_SLOT)]
+        frontier = []
+        for result in executor.map(list_directories, tasks):
+            for d in result:
+                listed.append(d)
+                report.add(1, len(d.paths))
+                frontier.extend(d.subdirs)
+    return listed
+
+
+def list_root(storage: Storage, rule: HiddenRule, by_dir: Mapping[str, Sequence[str]]) -> ListedDir:
+    """The root directory alone, one level deep (its files and its subdirectories)."""
+    return list_directories(ListTask(storage, (("", 0),), rule, {"": by_dir[""]} if "" in by_dir else {}))[0]
+
+
 def list_table(
     storage: Storage,
     rule: HiddenRule,
@@ -144,33 +196,17 @@ def list_table(
     progress: Callable[[VacuumProgress], None] | None = None,
     protected: frozenset[str] | None = None,
 ) -> list[ListedDir]:
-    """Every non-hidden directory under the root with its files, listed level by level: the root here, each deeper
-    level as parallel tasks on ``executor`` (so a deep or skewed tree still spreads over the executor).
+    """Every non-hidden directory under the root with its files: the root here, each deeper level as parallel tasks
+    on ``executor`` (`list_tree`).
 
     Files in ``protected`` may come back with size and mtime -1 (see `ListTask`)."""
-    # the protected paths by directory, as references to the same strings (no per-name copies held for the listing)
-    by_dir: dict[str, list[str]] = {}
-    for path in protected or ():
-        by_dir.setdefault(path[: max(path.rfind("/"), 0)], []).append(path)
+    by_dir = protected_by_dir(protected)
     # Planning built Arrow arrays and let them go; the listing is Python objects, which cannot reuse the Arrow
     # pool's freed pages: hand them back first (on a million-file table ~100 MB of peak memory).
     pa.default_memory_pool().release_unused()
-
-    def task(batch: tuple[tuple[str, int], ...]) -> ListTask:
-        return ListTask(storage, batch, rule, {d: by_dir[d] for d, _ in batch if d in by_dir})
-
     report = ListingProgress(progress, redact_uri(storage.table_uri) or "")
-    listed = list_directories(task((("", 0),)))
-    files = len(listed[0].paths)
-    frontier = list(listed[0].subdirs)
-    while frontier:
-        tasks = [task(batch) for batch in spread(frontier, executor.parallelism * TASKS_PER_SLOT)]
-        frontier = []
-        for result in executor.map(list_directories, tasks):
-            for d in result:
-                listed.append(d)
-                files += len(d.paths)
-                frontier.extend(d.subdirs)
-            report.update(len(listed), files)
-    report.update(len(listed), files, final=True)
+    root = list_root(storage, rule, by_dir)
+    report.add(1, len(root.paths))
+    listed = [root, *list_tree(storage, rule, executor, root.subdirs, by_dir, report)]
+    report.finish()
     return listed

@@ -177,32 +177,40 @@ class ProtectedFiles:
     tombstones_expired: int
 
 
-def _referenced(storage: Storage, table: pa.Table) -> tuple[list[str], list[str]]:
-    """Where the files and deletion-vector files of ``table``'s actions live, relative to the root; and other
-    spellings of those paths that are kept as well."""
-    column = contiguous(table.column("path"))
+def referenced_paths(storage: Storage, table: pa.Table) -> tuple[pa.Array, list[str]]:
+    """Where the files and deletion-vector files of ``table``'s actions live, relative to the root (a string array:
+    no Python string per plain path); and other spellings of those paths that are kept as well."""
+    column = contiguous(table.column("path")).cast(pa.string())
     # Most log paths are plain relative paths that decoding and normalising leave as they are; find the others in
     # one vectorised pass and resolve only those (tables have millions of files).
     special = pc.fill_null(pc.match_substring_regex(column, _NEEDS_RESOLVING), True)
-    paths = pc.filter(column, pc.invert(special)).to_pylist()
+    plain = pc.filter(column, pc.invert(special))
+    extra: list[str] = []
     real_dirs: dict[str, str] = {}
     for path in pc.filter(column, special).to_pylist():
         rel = log_path_relative(storage, path, real_dirs) if path is not None else None
         if rel is not None:
-            paths.append(rel)
+            extra.append(rel)
     others: list[str] = []
     dvs = table.column("deletionVector")
-    if dvs.null_count == len(dvs):
-        return paths, others
-    for dv in dvs.filter(pc.is_valid(dvs)).to_pylist():
-        rel = dv_relative(storage, dv)
-        if rel is not None:
-            paths.append(rel)
-            if dv.get("storageType") == "u" and "%" in rel:
-                # The protocol joins a `u` prefix as written (Spark does); delta-rs URL-decodes it. Writers only
-                # use plain prefixes, but should one hold a `%`, the file under either reading is kept.
-                others.append(unquote(rel))
-    return paths, others
+    if dvs.null_count != len(dvs):
+        for dv in dvs.filter(pc.is_valid(dvs)).to_pylist():
+            rel = dv_relative(storage, dv)
+            if rel is not None:
+                extra.append(rel)
+                if dv.get("storageType") == "u" and "%" in rel:
+                    # The protocol joins a `u` prefix as written (Spark does); delta-rs URL-decodes it. Writers only
+                    # use plain prefixes, but should one hold a `%`, the file under either reading is kept.
+                    others.append(unquote(rel))
+    if extra:
+        plain = pa.concat_arrays([plain, pa.array(extra, pa.string())])
+    return plain, others
+
+
+def _referenced(storage: Storage, table: pa.Table) -> tuple[list[str], list[str]]:
+    """`referenced_paths` as Python strings."""
+    paths, others = referenced_paths(storage, table)
+    return paths.to_pylist(), others
 
 
 # What VACUUM reads of the file actions besides their keys: no statistics (at a million files, most of a snapshot's

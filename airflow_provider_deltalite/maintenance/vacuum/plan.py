@@ -9,7 +9,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from airflow_provider_deltalite.engine.snapshot import Snapshot
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from airflow_provider_deltalite.engine.errors import CheckpointUnreadable, CorruptLog
+from airflow_provider_deltalite.engine.snapshot import Snapshot, stream_snapshot
 from airflow_provider_deltalite.engine.storage import Storage
 from airflow_provider_deltalite.engine.table import Table
 from airflow_provider_deltalite.maintenance.vacuum.listing import ListedDir
@@ -24,7 +28,7 @@ from airflow_provider_deltalite.maintenance.vacuum.paths import (
     ProtectedFiles,
     in_log,
     plain_local_file,
-    protected_files,
+    referenced_paths,
 )
 
 log = logging.getLogger(__name__)
@@ -80,8 +84,12 @@ class VacuumPlan:
         )
 
 
-def missing_live_files(listing: Sequence[ListedDir], protected: ProtectedFiles, rule: HiddenRule) -> list[str]:
-    """Live files (and their DV files) that the listing should have found and did not, sorted."""
+def missing_live_files(
+    listing: Sequence[ListedDir], protected: ProtectedFiles, rule: HiddenRule, *, subdirs: Iterable[str] = ()
+) -> list[str]:
+    """Live files (and their DV files) that the listing should have found and did not, sorted.
+
+    ``subdirs``: directories listed elsewhere (a live path naming one is a directory, not a missing file)."""
     # what is left of the live files once each directory's files are taken out (a set of the live files only:
     # a set of every listed path would cost more than the listing at a million files)
     absent = set(protected.live)
@@ -92,11 +100,12 @@ def missing_live_files(listing: Sequence[ListedDir], protected: ProtectedFiles, 
     if not absent:
         return []
     dirs = {d.path: d for d in listing}
+    others = frozenset(subdirs)
     missing = []
     for path in absent:
         parent, _, name = path.rpartition("/")
         listed = dirs.get(parent)
-        if listed is None or rule.is_hidden(name) or name in listed.others or path in dirs:
+        if listed is None or rule.is_hidden(name) or name in listed.others or path in dirs or path in others:
             continue  # under a hidden directory or a link, a link itself, or a directory: not a file it could list
         missing.append(path)
     return sorted(missing)
@@ -168,12 +177,23 @@ def plan_lite(
 
 
 def recheck(table: Table, snapshot: Snapshot, plan: VacuumPlan, horizon_ms: int, *, moved: bool) -> VacuumPlan:
-    """Keep any candidate that a commit made after planning protects again (a RESTORE re-adding an old file)."""
-    if not moved:
+    """Keep any candidate that a commit made after planning protects again (a RESTORE re-adding an old file).
+
+    The newest snapshot is read as a stream and only the plan's paths are looked up in it (memory: the plan and a
+    batch, not the table)."""
+    if not moved or not plan.files:
         return plan
-    latest = table.snapshot(file_fields=VACUUM_FILE_FIELDS)
-    again = protected_files(latest, horizon_ms)
-    keep = [p for p, _ in plan.files if p in again.paths]
+    wanted = {path for path, _ in plan.files}
+    try:
+        stream = stream_snapshot(table.storage, file_fields=VACUUM_FILE_FIELDS)
+        try:
+            found = _protected_among(table.storage, stream.batches(), horizon_ms, wanted)
+        except CheckpointUnreadable:
+            latest = table.snapshot(file_fields=VACUUM_FILE_FIELDS)  # falls back to an older checkpoint
+            found = _protected_among(table.storage, [(latest.raw_files, latest.tombstones)], horizon_ms, wanted)
+    except CorruptLog as exc:
+        raise CorruptLog(exc.problem, table.uri) from None
+    keep = sorted(found)
     if keep:
         log.warning(
             "VACUUM keeps %d files that commits after version %s reference again (e.g. %s)",
@@ -182,3 +202,18 @@ def recheck(table: Table, snapshot: Snapshot, plan: VacuumPlan, horizon_ms: int,
             keep[0],
         )
     return plan.without(keep)
+
+
+def _protected_among(
+    storage: Storage, batches: Iterable[tuple[pa.Table, pa.Table]], horizon_ms: int, wanted: set[str]
+) -> set[str]:
+    """The paths of ``wanted`` that the (live files, tombstones) ``batches`` protect (`protected_files`' rules)."""
+    found: set[str] = set()
+    horizon = pa.scalar(horizon_ms, pa.int64())
+    for adds, stones in batches:
+        kept = stones.filter(pc.fill_null(pc.greater_equal(stones.column("deletionTimestamp"), horizon), True))
+        for rows in (adds, kept):
+            paths, others = referenced_paths(storage, rows)
+            found.update(p for p in paths.to_pylist() if p in wanted)
+            found.update(p for p in others if p in wanted)
+    return found

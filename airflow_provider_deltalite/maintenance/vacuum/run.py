@@ -8,9 +8,11 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
+
+import pyarrow as pa
 
 from airflow_provider_deltalite.engine.crash_points import crash_point
 from airflow_provider_deltalite.engine.errors import (
@@ -23,17 +25,18 @@ from airflow_provider_deltalite.engine.errors import (
 )
 from airflow_provider_deltalite.engine.features import ensure_writable
 from airflow_provider_deltalite.engine.log_path import LOG_DIR
-from airflow_provider_deltalite.engine.snapshot import Snapshot
+from airflow_provider_deltalite.engine.snapshot import Snapshot, stream_snapshot
 from airflow_provider_deltalite.engine.storage import Storage
 from airflow_provider_deltalite.engine.table import Table
 from airflow_provider_deltalite.engine.transaction import CommitResult, Transaction
 from airflow_provider_deltalite.maintenance.executor import Executor, LocalExecutor
 from airflow_provider_deltalite.maintenance.history.record import recorded
 from airflow_provider_deltalite.maintenance.options import VacuumOptions
-from airflow_provider_deltalite.maintenance.vacuum.budget import oldest_first
+from airflow_provider_deltalite.maintenance.vacuum.budget import cut_oldest, oldest_first
+from airflow_provider_deltalite.maintenance.vacuum.by_prefix import plan_by_prefix, spill_table
 from airflow_provider_deltalite.maintenance.vacuum.delete import delete_plan
 from airflow_provider_deltalite.maintenance.vacuum.inventory import read_inventory, to_listing
-from airflow_provider_deltalite.maintenance.vacuum.listing import ListedDir, list_table
+from airflow_provider_deltalite.maintenance.vacuum.listing import ListedDir
 from airflow_provider_deltalite.maintenance.vacuum.lite import (
     latest_commit_at_or_before,
     read_last_vacuum_info,
@@ -47,7 +50,6 @@ from airflow_provider_deltalite.maintenance.vacuum.paths import (
 from airflow_provider_deltalite.maintenance.vacuum.plan import (
     FULL,
     VacuumPlan,
-    missing_live_files,
     plan_full,
     plan_lite,
     recheck,
@@ -131,55 +133,72 @@ def vacuum(
     uri = table.uri
     opts = VacuumOptions.resolve(options, fields, uri)
     kind = opts.mode.upper()
-    snapshot = table.planning_snapshot(snapshot, file_fields=VACUUM_FILE_FIELDS)
+    if max_concurrent_tasks is not None and (isinstance(max_concurrent_tasks, bool) or max_concurrent_tasks < 1):
+        raise InvalidArgument(f"max_concurrent_tasks must be at least 1, got {max_concurrent_tasks!r}", uri)
+    storage = table.storage
+    by_prefix = kind == FULL and opts.inventory is None
+    state = _planning_state(table, snapshot, by_prefix)
+    snapshot = state.snapshot
     ensure_writable(snapshot.protocol, uri)  # before anything else, as vacuumProtocolCheck requires
-    _refuse_misnamed_log_files(table.storage, uri)
+    _refuse_misnamed_log_files(storage, uri)
     window = resolve_retention(
         snapshot,
         retention_hours=opts.retention_hours,
         enforce_retention_duration=opts.enforce_retention_duration,
         now_ms=start_ms,
     )
-    if max_concurrent_tasks is not None and (isinstance(max_concurrent_tasks, bool) or max_concurrent_tasks < 1):
-        raise InvalidArgument(f"max_concurrent_tasks must be at least 1, got {max_concurrent_tasks!r}", uri)
-    storage = table.storage
     rule = HiddenRule.for_snapshot(snapshot)
-    protected = protected_files(snapshot, window.horizon_ms)
     owned = executor is None
     # listing and deleting wait on the store: its own concurrency, not the core count, sizes the default pool
     executor = executor or LocalExecutor(max_concurrent_tasks or storage.default_concurrency)
     listing: list[ListedDir] | None = None  # FULL's files, for max_files_to_delete's oldest-first order
     try:
-        if kind == FULL and opts.inventory is not None:
+        if by_prefix:
+            budget = opts.max_files_to_delete is not None
+            spill, _ = spill_table(storage, snapshot, state.batches, window.horizon_ms, with_expired=budget)
             try:
-                inventory = read_inventory(storage, opts.inventory, opts.inventory_format)
-            except InvalidInventory as exc:
-                raise InvalidInventory(exc.problem, uri) from None
-            listing, rows = to_listing(inventory, storage, rule)
-            del inventory
-            log.info(
-                "VACUUM of %s from the inventory %s: %d rows, %d files under the table root",
-                uri,
-                opts.inventory,
-                rows,
-                sum(len(d.paths) for d in listing),
-            )
-            plan = plan_full(listing, protected, window.horizon_ms, remove_dirs=storage.has_real_directories)
-        elif kind == FULL:
-            listing = list_table(storage, rule, executor, progress, protected.paths)
-            missing = missing_live_files(listing, protected, rule)
-            if missing:
+                found = plan_by_prefix(
+                    storage,
+                    rule,
+                    executor,
+                    spill,
+                    window.horizon_ms,
+                    remove_dirs=storage.has_real_directories,
+                    progress=progress,
+                    with_ages=budget,
+                )
+            finally:
+                spill.close()
+            if found.missing:
                 raise VacuumRefused(
-                    f"{len(missing)} files the log references as live are not in storage (e.g. {missing[0]!r}): the "
-                    "log and the files on storage do not describe the same table (an incomplete copy, renamed "
-                    "files, or paths that do not match), so files that look unreferenced may be this table's data; "
-                    "nothing was deleted. Restore the missing files or remove them from the table first",
+                    f"{found.missing} files the log references as live are not in storage (e.g. "
+                    f"{found.first_missing!r}): the log and the files on storage do not describe the same table (an "
+                    "incomplete copy, renamed files, or paths that do not match), so files that look unreferenced "
+                    "may be this table's data; nothing was deleted. Restore the missing files or remove them from "
+                    "the table first",
                     uri,
                 )
-            plan = plan_full(listing, protected, window.horizon_ms, remove_dirs=storage.has_real_directories)
+            plan, deferred = cut_oldest(found.plan, opts.max_files_to_delete, found.ages or {})
         else:
-            plan = plan_lite(storage, snapshot, protected, rule, window.horizon_ms)
-        plan, deferred = oldest_first(plan, opts.max_files_to_delete, snapshot, listing)
+            protected = protected_files(snapshot, window.horizon_ms)
+            if opts.inventory is not None:
+                try:
+                    inventory = read_inventory(storage, opts.inventory, opts.inventory_format)
+                except InvalidInventory as exc:
+                    raise InvalidInventory(exc.problem, uri) from None
+                listing, rows = to_listing(inventory, storage, rule)
+                del inventory
+                log.info(
+                    "VACUUM of %s from the inventory %s: %d rows, %d files under the table root",
+                    uri,
+                    opts.inventory,
+                    rows,
+                    sum(len(d.paths) for d in listing),
+                )
+                plan = plan_full(listing, protected, window.horizon_ms, remove_dirs=storage.has_real_directories)
+            else:
+                plan = plan_lite(storage, snapshot, protected, rule, window.horizon_ms)
+            plan, deferred = oldest_first(plan, opts.max_files_to_delete, snapshot, listing)
         identify_ms = int((time.monotonic() - clock) * 1000)
         run = _Run(table, snapshot, window, kind, executor.name, start_ms, identify_ms, deferred)
         if opts.dry_run:
@@ -188,6 +207,29 @@ def vacuum(
     finally:
         if owned:
             executor.close()
+
+
+@dataclass(frozen=True)
+class _PlanningState:
+    """The snapshot VACUUM plans from, and (FULL) its live files and tombstones a batch at a time."""
+
+    snapshot: Snapshot
+    batches: Iterable[tuple[pa.Table, pa.Table]] = ()
+
+
+def _planning_state(table: Table, snapshot: Snapshot | None, streamed: bool) -> _PlanningState:
+    """FULL (``streamed``) reads the table as a stream, unless the caller's snapshot holds every file already; LITE
+    and FULL from an inventory need every protected path at once (the snapshot, projected)."""
+    if snapshot is not None:
+        snapshot = table.planning_snapshot(snapshot)  # refuses another table's
+        if snapshot.pruned_by is None:
+            return _PlanningState(snapshot, [(snapshot.raw_files, snapshot.tombstones)] if streamed else ())
+    version = snapshot.version if snapshot is not None else None
+    if streamed:
+        stream = stream_snapshot(table.storage, version, file_fields=VACUUM_FILE_FIELDS)
+        return _PlanningState(stream.snapshot, stream.batches())
+    # a snapshot without every file (partition-pruned or streamed) cannot protect the table's files: load them all
+    return _PlanningState(table.snapshot(version, file_fields=VACUUM_FILE_FIELDS))
 
 
 # What Spark and the Delta kernels for the JVM take as a commit or checkpoint: any number of digits, where the protocol
