@@ -152,10 +152,10 @@ def plan_by_prefix(
     remove_dirs: bool,
     progress: Callable[[VacuumProgress], None] | None = None,
     with_ages: bool = False,
-    group_paths: int = GROUP_PATHS,
+    group_paths: int | None = None,
 ) -> PrefixPlan:
     """List the table a group of top-level directories at a time and plan FULL's deletes (see the module
-    docstring)."""
+    docstring); ``group_paths`` protected paths per group at most (default `GROUP_PATHS`)."""
     report = ListingProgress(progress, redact_uri(storage.table_uri) or "")
     files: list[tuple[str, int]] = []
     dirs: list[str] = []
@@ -184,7 +184,7 @@ def plan_by_prefix(
     compare([root], root_paths, {path for path, _ in root.subdirs})
     del root_paths
     per_round = executor.parallelism * TASKS_PER_SLOT
-    for group in groups(root.subdirs, spill.count, group_paths, per_round):
+    for group in groups(root.subdirs, spill.count, group_paths or GROUP_PATHS, per_round):
         paths = spill.read(prefix for prefix, _ in group)
         listing = list_tree(storage, rule, executor, group, protected_by_dir(paths.protected), report)
         compare(listing, paths)
