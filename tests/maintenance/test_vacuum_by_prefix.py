@@ -162,7 +162,7 @@ def test_deletion_vectors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, table
     assert _rows(path) == rows and not any((path / p).exists() for p in mine)
     # what delta-rs would also delete is the live files' deletion vectors: without one, delta-rs reads no more
     (path / sorted(kept)[0]).unlink()
-    with pytest.raises(Exception, match="(?i)not found|no such file"):
+    with pytest.raises(Exception, match=r"(?i)not found|no such file"):
         _rows(path)
 
 
