@@ -6,7 +6,9 @@ Planning follows the reference (`VacuumCommand`):
   horizon, and the deletion-vector files of both (`paths.protected_files`). Change-data files are protected
   by their age only, as in the reference.
 - **FULL** lists the table root recursively, in parallel by directory (tasks on the executor, one level of the tree
-  at a time), skipping hidden names: a name starting with ``_`` or ``.`` is neither listed nor deleted, except
+  at a time), one group of top-level directories after another, each compared with the protected paths under it
+  alone (`by_prefix`; the log is read once, as a stream, its protected paths spilled by top-level directory), skipping
+  hidden names: a name starting with ``_`` or ``.`` is neither listed nor deleted, except
   partition directories ``col=value``, ``_change_data`` and ``_delta_index``. A candidate is a listed file that is
   not protected and was last modified before the horizon. Directories left empty (and themselves older than the
   horizon) are removed afterwards, never recursively.
@@ -37,7 +39,8 @@ Example:
     (412, 1073741824)
 
 Where each part lives: `retention` (the retention check), `paths` (hidden names, protected files, path
-normalisation), `listing` (FULL's listing and its progress), `inventory` (FULL from an inventory), `lite` (LITE's
+normalisation), `listing` (FULL's listing and its progress), `spill` and `by_prefix` (FULL a group of top-level
+directories at a time), `inventory` (FULL from an inventory), `lite` (LITE's
 candidates and `_last_vacuum_info`), `plan` (what is deleted), `delete` (the deletes), `run` (the operation: commits
 around the deletes), `stats` (VacuumStats).
 """
