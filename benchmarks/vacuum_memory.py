@@ -20,8 +20,8 @@ Target: deltalite's process peak RSS <= 500 MiB for both runs (issue 28 names th
 
 Where the memory goes (1M files, dry run, since VACUUM FULL compares one group of top-level directories at a time,
 `vacuum.by_prefix`): ~115 MB after the imports; the log is read as a stream (a checkpoint batch at a time) and the
-protected paths spilled to a temporary Arrow IPC file by top-level directory; then per group of 8 partition
-directories (one executor round of listing tasks; at most 50,000 protected paths) their ~40k paths and listing,
+protected paths spilled to a temporary Arrow IPC file by top-level directory; then per group of 10 partition
+directories (at most 50,000 protected paths, `by_prefix.GROUP_PATHS`) their 50k paths and their listing,
 dropped before the next group; what grows is the plan (500k (path, size) tuples, ~100 MB) and, in a dry run, its
 result (500k dicts, ~90 MB): ~345 MB at the peak, ~290 MB for the real run. Before (the whole projected snapshot,
 one set of every protected path and a listing of the whole table): 683 MB dry, 588 MB real (2026-12-02, same

@@ -206,3 +206,19 @@ def test_the_spill_reads_back_each_prefix() -> None:
         ["c"],
         ["d", "e"],
     ]
+
+
+def test_a_snapshot_without_every_file_still_protects_every_file(tmp_path: Path) -> None:
+    """A partition-pruned snapshot (or the CLI's streamed one, which holds no file) passed in is read as the version
+    it names, whole: its missing files are not orphans."""
+    path = tmp_path / "t"
+    _history(path, ["p"], [{"p": v} for v in ("a", "b")])
+    orphan = _orphan(path, "p=b/orphan.parquet")
+    theirs = _delta_rs_plan(path, ("p",))
+    assert orphan in theirs and len(theirs) == 3
+    table = DeltaTable(str(path))
+    for snapshot in (table.snapshot_for_partitions("p = 'a'"), table.snapshot(file_fields=("size",))):
+        for mode in ("full", "lite"):
+            stats = vacuum(table, snapshot=snapshot, mode=mode, dry_run=True, **RETAIN_NOTHING)
+            planned = {f["path"] for f in stats.files_to_delete}
+            assert planned == (theirs if mode == "full" else theirs - {orphan}), (snapshot.pruned_by, mode)

@@ -4,7 +4,7 @@ listing of those directories, never the whole table's.
 The table's state is read once, as a stream (`engine.snapshot.stream_snapshot`), and its protected paths are
 spilled by top-level prefix (`spill`). The root is listed alone; its files are compared with the paths at the root.
 Then its subdirectories are taken in groups (consecutive in the root listing's order, at most `GROUP_PATHS` protected
-paths and one executor round of listing tasks per group, a larger directory alone): each group's paths are read back,
+paths and `GROUP_DIRS` directories per group, a larger directory alone): each group's paths are read back,
 its directories listed level by level on the executor (`listing.list_tree`), compared (`plan.plan_full`, with the
 same check that every live file was found, `plan.missing_live_files`), and dropped before the next group. What is
 kept across groups is the plan itself (the files to delete) and counters.
@@ -33,7 +33,6 @@ from airflow_provider_deltalite.engine.snapshot import Snapshot, load_snapshot
 from airflow_provider_deltalite.engine.storage import Storage
 from airflow_provider_deltalite.maintenance.executor import Executor
 from airflow_provider_deltalite.maintenance.vacuum.listing import (
-    TASKS_PER_SLOT,
     ListedDir,
     ListingProgress,
     list_root,
@@ -55,6 +54,9 @@ log = logging.getLogger(__name__)
 # Protected paths compared in one group of top-level directories (unless one directory holds more): about 10 MB of
 # Python strings and sets, plus the group's listing.
 GROUP_PATHS = 50_000
+# Top-level directories in one group at most, whatever they protect (a directory of orphans protects nothing; its
+# listing is what costs). Groups are listing rounds: on Spark each is a job, so they are not made smaller than this.
+GROUP_DIRS = 1_000
 
 Batches = Iterable[tuple[pa.Table, pa.Table]]
 
@@ -183,8 +185,7 @@ def plan_by_prefix(
     report.add(1, len(root.paths))
     compare([root], root_paths, {path for path, _ in root.subdirs})
     del root_paths
-    per_round = executor.parallelism * TASKS_PER_SLOT
-    for group in groups(root.subdirs, spill.count, group_paths or GROUP_PATHS, per_round):
+    for group in groups(root.subdirs, spill.count, group_paths or GROUP_PATHS, GROUP_DIRS):
         paths = spill.read(prefix for prefix, _ in group)
         listing = list_tree(storage, rule, executor, group, protected_by_dir(paths.protected), report)
         compare(listing, paths)
