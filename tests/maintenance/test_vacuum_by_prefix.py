@@ -222,3 +222,17 @@ def test_a_snapshot_without_every_file_still_protects_every_file(tmp_path: Path)
             stats = vacuum(table, snapshot=snapshot, mode=mode, dry_run=True, **RETAIN_NOTHING)
             planned = {f["path"] for f in stats.files_to_delete}
             assert planned == (theirs if mode == "full" else theirs - {orphan}), (snapshot.pruned_by, mode)
+
+
+def test_planned_files_merge_sorted_runs_and_compare_as_pairs() -> None:
+    from array import array
+
+    from airflow_provider_deltalite.maintenance.vacuum.plan import PlannedFiles
+
+    runs = [(("a.parquet", 1), ("b/x", 2)), (("a/z", 3),), ()]
+    files = PlannedFiles.merged(runs)
+    assert files == (("a.parquet", 1), ("a/z", 3), ("b/x", 2))
+    assert files == [["a.parquet", 1], ["a/z", 3], ["b/x", 2]]
+    assert files != (("a.parquet", 1),) and len(files) == 3 and files[1] == ("a/z", 3)
+    assert files[1:] == (("a/z", 3), ("b/x", 2)) and list(files) == [("a.parquet", 1), ("a/z", 3), ("b/x", 2)]
+    assert (files.paths, files.sizes) == (["a.parquet", "a/z", "b/x"], array("q", [1, 3, 2]))

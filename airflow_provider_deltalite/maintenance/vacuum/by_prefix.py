@@ -21,6 +21,7 @@ them), the prefix ids, and the plan.
 from __future__ import annotations
 
 import logging
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -45,7 +46,13 @@ from airflow_provider_deltalite.maintenance.vacuum.paths import (
     ProtectedFiles,
     referenced_paths,
 )
-from airflow_provider_deltalite.maintenance.vacuum.plan import FULL, VacuumPlan, missing_live_files, plan_full
+from airflow_provider_deltalite.maintenance.vacuum.plan import (
+    FULL,
+    PlannedFiles,
+    VacuumPlan,
+    missing_live_files,
+    plan_full,
+)
 from airflow_provider_deltalite.maintenance.vacuum.spill import EXPIRED, KEPT, LIVE, PrefixPaths, PrefixSpill, groups
 from airflow_provider_deltalite.maintenance.vacuum.stats import VacuumProgress
 
@@ -159,7 +166,7 @@ def plan_by_prefix(
     """List the table a group of top-level directories at a time and plan FULL's deletes (see the module
     docstring); ``group_paths`` protected paths per group at most (default `GROUP_PATHS`)."""
     report = ListingProgress(progress, redact_uri(storage.table_uri) or "")
-    files: list[tuple[str, int]] = []
+    runs: list[PlannedFiles] = []  # each group's files to delete, sorted (compact: see `PlannedFiles`)
     dirs: list[str] = []
     dirs_present = entries = missing = 0
     first_missing: str | None = None
@@ -173,7 +180,8 @@ def plan_by_prefix(
             missing += len(absent)
             first_missing = absent[0] if first_missing is None else min(first_missing, absent[0])
         part = plan_full(listing, protected, horizon_ms, remove_dirs=remove_dirs)
-        files.extend(part.files)
+        if part.files:
+            runs.append(PlannedFiles([p for p, _ in part.files], array("q", (size for _, size in part.files))))
         dirs.extend(part.dirs)
         dirs_present += part.dirs_present
         entries += part.entries_present
@@ -191,9 +199,10 @@ def plan_by_prefix(
         compare(listing, paths)
         del paths, listing
     report.finish()
-    files.sort()
+    files = PlannedFiles.merged(runs)
+    runs.clear()
     dirs.sort(key=lambda p: (-p.count("/"), p))
-    plan = VacuumPlan(FULL, tuple(files), tuple(dirs), dirs_present, entries)
+    plan = VacuumPlan(FULL, files, tuple(dirs), dirs_present, entries)
     return PrefixPlan(plan, missing, first_missing, ages)
 
 
