@@ -103,8 +103,9 @@ test:
 	$(PY) -m pytest -q --durations=15 $(PYTEST_XDIST)
 
 # The README's install commands in fresh environments from the package index (no constraints file): a new user and
-# users with pyspark-client 4.0 or 4.1, then an OPTIMIZE on local Spark, over Spark Connect and through spark-submit
-# in each. `make test` runs the same file (tests/install) with the rest of the suite.
+# users with pyspark-client 4.0 or 4.1, then an OPTIMIZE on local Spark in each, over Spark Connect with the new user's
+# and the 4.1 client, and through the new user's spark-submit. `make test` runs the same file (tests/install) with the
+# rest of the suite.
 test-install: env
 	$(PY) -m pytest -q -n 0 tests/install
 

@@ -146,18 +146,20 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def spark_connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The ``sc://127.0.0.1:PORT`` address of a Spark Connect server (local[2], Python workers = this interpreter)."""
+def spark_connect_server(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The ``sc://127.0.0.1:PORT`` address of a Spark Connect server (local[2], Python workers = this interpreter);
+    one server for the whole session, whichever xdist worker asks first (`tests/session_services.py`)."""
     from tests.executors.spark_cluster import start_connect_server
+    from tests.session_services import shared
 
-    try:
-        server = start_connect_server(tmp_path_factory.mktemp("spark-connect"))
-    except RuntimeError as exc:
-        pytest.fail(str(exc))
-    try:
-        yield server.url
-    finally:
-        server.stop()
+    def start(work_dir: Path) -> tuple[str, int]:
+        try:
+            server = start_connect_server(work_dir)
+        except RuntimeError as exc:
+            pytest.fail(str(exc))
+        return server.url, server.process.pid
+
+    return shared(tmp_path_factory, "spark-connect", start)
 
 
 @pytest.fixture(scope="session")
@@ -179,12 +181,17 @@ def spark_any(request: pytest.FixtureRequest) -> Any:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """On a pytest-xdist worker: hand this process's `NO_ORACLE` counts to the controller, which prints the summary."""
+    """On a pytest-xdist worker: hand this process's `NO_ORACLE` counts to the controller, which prints the summary.
+    On the controller: stop the servers the workers shared."""
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:
         from tests.oracles import NO_ORACLE
 
         workeroutput["no_oracle"] = json.dumps(NO_ORACLE)
+    else:  # the controller (or a run without xdist): the session's shared servers end with it
+        from tests.session_services import shared_root, stop_all
+
+        stop_all(shared_root(session.config._tmp_path_factory))  # type: ignore[attr-defined]
 
 
 @pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: the controller learns that a worker finished
