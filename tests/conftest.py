@@ -93,13 +93,25 @@ def _longest_files_first(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: rank[item.nodeid.split("::", 1)[0]])  # stable: a file's own order stays
 
 
+CORPUS_MISSING = (
+    f"the test corpus is missing: {CORPUS} is not a directory. Tests marked `corpus` read it; point "
+    "DELTALITE_CORPUS at it, or deselect them with -m 'not corpus'."
+)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Under pytest-xdist, the corpus check below would run in the workers, where a usage error crashes the run with
+    an INTERNALERROR: the controller checks first. It has no items, so it goes by the ``-m`` expression."""
+    config = session.config
+    distributed = getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput")
+    if distributed and not CORPUS.is_dir() and "not corpus" not in (config.option.markexpr or ""):
+        raise pytest.UsageError(CORPUS_MISSING)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """A selected test needs the corpus and it is not there: stop the run with one line, not hundreds of failures."""
     if not CORPUS.is_dir() and any(item.get_closest_marker("corpus") for item in session.items):
-        raise pytest.UsageError(
-            f"the test corpus is missing: {CORPUS} is not a directory. Tests marked `corpus` read it; point "
-            "DELTALITE_CORPUS at it, or deselect them with -m 'not corpus'."
-        )
+        raise pytest.UsageError(CORPUS_MISSING)
 
 
 def _free_port() -> int:
