@@ -117,12 +117,9 @@ def _non_file_rows(pf: pq.ParquetFile) -> pa.Table:
     others = [c for c in _NON_FILE if c in schema.names and c not in columns]
     if not columns:
         return pf.read(columns=others)
-    probe = pf.read(columns=[f"{c}.{schema.field(c).type.field(0).name}" for c in columns])
-    present = np.zeros(probe.num_rows, dtype=bool)
-    for c in columns:
-        present |= np.asarray(probe.column(c).is_valid().to_numpy(zero_copy_only=False), dtype=bool)
     if others:  # not a struct (no checkpoint writer does this): read them whole
         return pf.read(columns=columns + others)
+    present = _rows_present(pf, [f"{c}.{schema.field(c).type.field(0).name}" for c in columns])
     wanted = np.flatnonzero(present)
     if not len(wanted):
         return pa.table({c: pa.nulls(0, schema.field(c).type) for c in columns})
@@ -137,6 +134,28 @@ def _non_file_rows(pf: pq.ParquetFile) -> pa.Table:
         if offset > last:
             break
     return pa.concat_tables(pieces)
+
+
+def _rows_present(pf: pq.ParquetFile, probes: list[str]) -> np.ndarray:
+    """Rows where one of the ``probes`` leaves is not null, a row group at a time; a row group whose statistics say
+    every probe is null there is not read (the file actions' row groups of a large checkpoint). The probes are
+    fields the protocol requires of their action (minReaderVersion, id, appId, domain, version, path), so a null
+    one is a row without that action."""
+    leaves = _leaf_indexes(pf)
+    parts = []
+    for rg in range(pf.num_row_groups):
+        meta = pf.metadata.row_group(rg)
+        n = meta.num_rows
+        stats = [meta.column(leaves[p]).statistics if p in leaves else None for p in probes]
+        if all(s is not None and s.has_null_count and s.null_count == n for s in stats):
+            parts.append(np.zeros(n, dtype=bool))
+            continue
+        probe = pf.read_row_group(rg, columns=probes, use_threads=False)
+        present = np.zeros(n, dtype=bool)
+        for name in probe.column_names:
+            present |= np.asarray(probe.column(name).is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        parts.append(present)
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=bool)
 
 
 def pruned_checkpoint_file_actions(
@@ -292,8 +311,8 @@ def _file_batches(
             chosen = pa.array(rows)
             # the partition values the first pass decoded, and the large columns read by the pages that hold a row
             held = {c: decoded[c].filter(chosen) for c in columns if c in decoded}
-            for column in large if paged is not None else []:
-                values = paged.rows(rg, column, rows)
+            for column in large:
+                values = paged.rows(rg, column, rows) if paged is not None else None
                 if values is not None:
                     held[column] = values
             rest = [c for c in columns if c not in held]
