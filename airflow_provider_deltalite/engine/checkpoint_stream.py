@@ -296,6 +296,12 @@ def _file_batches(
             # stats only in parsed form in this row group (writeStatsAsJson=false): read stats_parsed as well
             wants_stats = fields is None or "stats" in fields
             columns = with_parsed if wants_stats and _all_null(pf, rg, stats_column) else projection
+            if rows is not None and int(rows.sum()) > PAGED_MAX_ROWS:
+                # many rows kept: few pages to skip, and the kept rows are streamed a batch at a time as they are
+                for table in _kept_batches(pf, rg, columns, rows):
+                    a, r, seq = _file_actions_from_checkpoint_table(table, partition_columns, seq, superseded)
+                    yield a, r
+                continue
             if rows is None:
                 for batch in pf.iter_batches(
                     batch_size=BATCH_ROWS, row_groups=[rg], columns=columns, use_threads=False
@@ -324,19 +330,18 @@ def _file_batches(
 # A column chunk at least this large (uncompressed) is read page by page when a filter keeps few of its rows: the
 # paths and JSON statistics of a checkpoint's row group. Smaller ones are decoded whole (a page is about 1 MiB).
 PAGED_COLUMN_BYTES = 1 << 20
+# Above this many kept rows in a row group few pages are skipped, and the kept rows are streamed a batch at a time.
+PAGED_MAX_ROWS = BATCH_ROWS
 
 
 def _chunk_bytes(pf: pq.ParquetFile, rg: int, leaf: int) -> int:
     return int(pf.metadata.row_group(rg).column(leaf).total_uncompressed_size)
 
 
-def _decoded_rows(pf: pq.ParquetFile, rg: int, columns: list[str], rows: np.ndarray) -> pa.Table | None:
-    """The rows ``rows`` of ``columns`` of row group ``rg``, decoded in batches up to the last row kept (decoding
-    cannot skip pages, but it can stop)."""
-    if not columns:
-        return None
+def _kept_batches(pf: pq.ParquetFile, rg: int, columns: list[str], rows: np.ndarray) -> Iterator[pa.Table]:
+    """The rows ``rows`` of ``columns`` of row group ``rg``, decoded in batches up to the last row kept (pyarrow
+    cannot skip pages, but it can stop), each batch cut to its kept rows."""
     last = int(np.flatnonzero(rows)[-1])
-    pieces = []
     offset = 0
     for batch in pf.iter_batches(batch_size=BATCH_ROWS, row_groups=[rg], columns=columns, use_threads=False):
         start, offset = offset, offset + batch.num_rows
@@ -344,8 +349,14 @@ def _decoded_rows(pf: pq.ParquetFile, rg: int, columns: list[str], rows: np.ndar
             break
         chosen = rows[start:offset]
         if chosen.any():
-            pieces.append(pa.Table.from_batches([batch]).filter(pa.array(chosen)))
-    return pa.concat_tables(pieces)
+            yield pa.Table.from_batches([batch]).filter(pa.array(chosen))
+
+
+def _decoded_rows(pf: pq.ParquetFile, rg: int, columns: list[str], rows: np.ndarray) -> pa.Table | None:
+    """`_kept_batches` in one table (None without columns)."""
+    if not columns:
+        return None
+    return pa.concat_tables(_kept_batches(pf, rg, columns, rows))
 
 
 def _assemble(schema: pa.Schema, columns: list[str], decoded: pa.Table | None, held: dict[str, Any]) -> pa.Table:
@@ -364,7 +375,9 @@ def _assemble(schema: pa.Schema, columns: list[str], decoded: pa.Table | None, h
         for f in fields:
             paged = held.get(f"{kind}.{f.name}")
             if paged is not None:
-                children.append(paged.field(0))
+                child = paged.field(0)
+                # a one-column file has no Arrow schema of the checkpoint's: its strings may be of another width
+                children.append(child if child.type == f.type else child.cast(f.type))
                 validity = paged.is_valid() if validity is None else validity
             else:
                 assert whole is not None

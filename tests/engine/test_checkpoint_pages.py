@@ -134,3 +134,18 @@ def test_pruned_replay_reading_columns_by_pages_equals_the_full_replay_and_delta
         pruned = load_snapshot(storage, partition_filter=PartitionFilter(f"p = '{part}'"))
         theirs = {normalise_path(p, root) for p in dt.file_uris([("p", "=", part)])}
         assert set(pruned.raw_files.column("path").to_pylist()) == theirs, part
+
+
+def test_a_row_group_with_many_kept_rows_is_streamed_and_equals_the_full_replay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Above `PAGED_MAX_ROWS` kept rows a row group is decoded in batches cut to the kept rows (few pages to skip);
+    with the limit at 0 every row group takes that path, and the result is the full replay's."""
+    root = tmp_path / "t"
+    assert _random_history(root, 4) == [7, 15, 20]
+    storage = Storage(str(root))
+    full = load_snapshot(storage)
+    monkeypatch.setattr(checkpoint_stream, "PAGED_MAX_ROWS", 0)
+    monkeypatch.setattr(PagedColumns, "rows", lambda *args: pytest.fail("read by pages"))
+    for predicate in ("p = 'a'", "p IS NULL", "NOT (p = 'c')", "p = 'zz'"):
+        assert _check(storage, full, predicate, None)
