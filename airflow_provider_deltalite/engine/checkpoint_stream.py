@@ -501,7 +501,8 @@ def _partition_mask(values: pa.Array, keep: BoundPartitionFilter, n: int) -> np.
     return keep.mask_struct(values)
 
 
-# Above this many distinct combinations of partition values the predicate is evaluated row by row.
+# Above this many possible combinations of partition values (the product of each column's distinct values, plus
+# null) the codes would not fit an int64: the predicate is evaluated row by row.
 _DISTINCT_LIMIT = 1 << 62
 
 
