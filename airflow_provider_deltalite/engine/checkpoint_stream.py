@@ -286,11 +286,14 @@ def _file_batches(
         stats_column = leaves.get(f"{A.ADD}.stats")
         paged: PagedColumns | None = None
         footer_read = False
+        values_reader: pq.ParquetFile | None = None
         for rg in range(pf.num_row_groups):
             if keep is not None and not _row_group_may_match(pf, rg, keep, leaves):
                 continue
             decoded: dict[str, pa.Array] = {}
-            rows = _selected_rows(pf, rg, kinds, keep, decoded) if keep is not None else None
+            if keep is not None and values_reader is None:
+                values_reader = _with_dictionaries(pf, source, leaves)
+            rows = _selected_rows(values_reader, rg, kinds, keep, decoded) if keep is not None else None
             if rows is not None and not rows.any():
                 continue
             # stats only in parsed form in this row group (writeStatsAsJson=false): read stats_parsed as well
@@ -493,10 +496,28 @@ def _selected_rows(
     return selected
 
 
+def _with_dictionaries(pf: pq.ParquetFile, source: Any, leaves: dict[str, int]) -> pq.ParquetFile:
+    """``pf`` reading the keys and values of the partitionValues maps as dictionaries (the first pass): a million
+    rows hold a few thousand distinct values, and building a string per row was most of that pass's decoding."""
+    names = [f"{k}.partitionValues.key_value.{leaf}" for k in (A.ADD, A.REMOVE) for leaf in ("key", "value")]
+    wanted = [name for name in names if name in leaves]
+    if not wanted:
+        return pf
+    try:
+        return pq.ParquetFile(source, metadata=pf.metadata, read_dictionary=wanted, buffer_size=READ_BUFFER)
+    except (pa.ArrowException, KeyError, ValueError, OSError):
+        return pf
+
+
 def _partition_mask(values: pa.Array, keep: BoundPartitionFilter, n: int) -> np.ndarray:
     present = np.asarray(values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
     if pa.types.is_map(values.type):
-        raw: list[pa.Array | None] = [v.cast(pa.string()) for v in _map_lookup_many(values, keep.physical_names)]
+        if pa.types.is_dictionary(values.type.key_type):
+            values = values.cast(pa.map_(pa.string(), values.type.item_type))
+        raw: list[pa.Array | None] = [
+            v if pa.types.is_dictionary(v.type) else v.cast(pa.string())
+            for v in _map_lookup_many(values, keep.physical_names)
+        ]
         return _mask_of_distinct(keep, raw, n, present)
     return keep.mask_struct(values)
 
@@ -519,10 +540,11 @@ def _mask_of_distinct(
         if values is None:
             dictionaries.append((None, 1))
             continue
-        encoded = pc.dictionary_encode(values)
+        encoded = values if pa.types.is_dictionary(values.type) else pc.dictionary_encode(values)
         size = len(encoded.dictionary) + 1  # the last code stands for null
         if radix * size >= _DISTINCT_LIMIT:
-            return keep.mask(raw, n, present)
+            plain = [None if r is None else r.cast(pa.string()) for r in raw]
+            return keep.mask(plain, n, present)
         index = pc.fill_null(encoded.indices, size - 1).to_numpy(zero_copy_only=False).astype(np.int64)
         codes += index * radix
         radix *= size
@@ -538,7 +560,7 @@ def _mask_of_distinct(
         if dictionary is None:
             columns.append(None)
             continue
-        columns.append(dictionary.take(pa.array(digit, mask=digit == size - 1)))
+        columns.append(dictionary.cast(pa.string()).take(pa.array(digit, mask=digit == size - 1)))
     return keep.mask(columns, len(distinct))[inverse] | ~present
 
 

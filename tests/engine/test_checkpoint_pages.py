@@ -149,3 +149,35 @@ def test_a_row_group_with_many_kept_rows_is_streamed_and_equals_the_full_replay(
     monkeypatch.setattr(PagedColumns, "rows", lambda *args: pytest.fail("read by pages"))
     for predicate in ("p = 'a'", "p IS NULL", "NOT (p = 'c')", "p = 'zz'"):
         assert _check(storage, full, predicate, None)
+
+
+def test_two_partition_columns_with_nulls_evaluated_per_distinct_combination_equal_the_full_replay(
+    tmp_path: Path,
+) -> None:
+    """The first pass reads the partitionValues maps as dictionaries and evaluates the predicate once per distinct
+    (a, b); on a delta-rs checkpoint with a null partition and a commit after it, the pruned replay is the full
+    one's."""
+    root = tmp_path / "t"
+
+    def rows(i: int, a: str | None, b: int) -> pa.Table:
+        return pa.table({"id": pa.array([i], pa.int64()), "a": pa.array([a], pa.string()), "b": pa.array([b])})
+
+    for i in range(12):
+        part = f"x{i % 3}" if i % 5 else None
+        deltalake.write_deltalake(str(root), rows(i, part, i % 4), partition_by=["a", "b"], mode="append")
+    deltalake.DeltaTable(str(root)).create_checkpoint()
+    deltalake.write_deltalake(str(root), rows(99, "x1", 2), partition_by=["a", "b"], mode="append")
+    storage = Storage(str(root))
+    full = load_snapshot(storage)
+    assert full.raw_files.num_rows == 13
+    for predicate in (
+        "a = 'x1'",
+        "b = 2",
+        "a = 'x1' AND b = 2",
+        "a IS NULL",
+        "a = 'x2' OR b = 0",
+        "NOT (a = 'x0')",
+        "b > 1 AND a IS NOT NULL",
+        "a = 'nope'",
+    ):
+        assert _check(storage, full, predicate, None), predicate
