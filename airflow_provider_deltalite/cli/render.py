@@ -59,10 +59,13 @@ def describe_document(snap: Snapshot) -> dict[str, Any]:
     }
 
 
-def files_document(snap: Snapshot) -> dict[str, Any]:
-    """What `deltalite files --json` prints: paths exactly as written in the log."""
+def files_document(snap: Snapshot, indexes: np.ndarray | None = None) -> dict[str, Any]:
+    """What `deltalite files --json` prints: paths exactly as written in the log (of the files at ``indexes`` of
+    ``snap.files`` when given: those a ``--where`` selects)."""
     files = snap.files
     partition = snap.partition_values
+    if indexes is not None:
+        files, partition = files.take(indexes), partition.take(indexes)
     raw = files.column("partitionValues").combine_chunks()
     raw_columns = {
         logical: raw.field(physical).to_pylist()

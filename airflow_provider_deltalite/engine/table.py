@@ -134,16 +134,23 @@ class Table:
         timestamp: datetime | int | str | None = None,
         *,
         file_fields: Iterable[str] | None = None,
+        where: str | None = None,
     ) -> Snapshot:
         """The table at ``version``, at the newest version committed at or before ``timestamp``, or the latest;
         with ``file_fields``, of the file actions only those fields besides path, deletion vector and partition
         values (`Snapshot.file_fields`: what describe and VACUUM read, without statistics).
+
+        With ``where`` (a scan filter, e.g. ``"date = '2026-11-01' AND id > 10"``) only the live files of the
+        partitions its partition conjuncts may select are read from the log (`Snapshot.pruned_by`); conjuncts on
+        other columns keep every file (`engine.scan` skips by statistics). Memory then follows those partitions.
+        Scan such a snapshot with the same filter.
 
         Raises:
             TableNotFound: the path does not exist or is not a Delta table.
             VersionNotFound: the version does not exist, or the timestamp is before the first commit.
             CorruptLog: the log cannot be replayed.
             ProtocolNotSupported: the table needs a reader feature deltalite does not implement.
+            InvalidExpression: ``where`` does not parse or names a column the table does not have.
         """
         if version is not None and timestamp is not None:
             raise ValueError("pass either version or timestamp, not both")
@@ -151,6 +158,9 @@ class Table:
             raise VersionNotFound(f"version must be a non-negative integer, not {version!r}", self.uri)
         if timestamp is not None:
             version = self.version_at(timestamp)
+        if where:
+            pruning = PartitionFilter(where, partition_columns_only=False)
+            return load_snapshot(self.storage, version, partition_filter=pruning, file_fields=file_fields)
         return load_snapshot(self.storage, version, file_fields=file_fields)
 
     def latest_version(self) -> int:

@@ -469,9 +469,9 @@ def test_row_groups_of_other_partitions_are_skipped_on_their_parsed_partition_va
     decoded: list[int] = []
     real = checkpoint_stream._selected_rows
 
-    def counting(pf, rg, kinds, keep):
+    def counting(pf, rg, kinds, keep, *read):
         decoded.append(rg)
-        return real(pf, rg, kinds, keep)
+        return real(pf, rg, kinds, keep, *read)
 
     monkeypatch.setattr(checkpoint_stream, "_selected_rows", counting)
     # no partition is null: no row group's values are decoded for IS NULL
