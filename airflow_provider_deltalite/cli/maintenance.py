@@ -47,7 +47,14 @@ def _run_rewrite(args: argparse.Namespace, operation: str) -> OptimizeStats:
     check_history(table, options.history_uri)
     # a missing table or bad protocol fails before a Spark session is started; the operation plans from this snapshot,
     # which holds only the partitions `--where` selects
-    snapshot = table.planning_snapshot(None, where=options.where)
+    tasks_may_read = args.executor == "spark" and options.where
+    if tasks_may_read:
+        # Spark tasks may read a large checkpoint for the plan (`engine.checkpoint_tasks`): start the session first,
+        # after a listing (a missing table fails before it)
+        table.latest_version()
+        snapshot = None
+    else:
+        snapshot = table.planning_snapshot(None, where=options.where)
     show_progress = not args.json and sys.stderr.isatty()
     executor = make_executor(args)
     progress = progress_bar if show_progress else None

@@ -17,7 +17,7 @@ first, from their own columns, since binding the filter needs the latest metaDat
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -252,9 +252,11 @@ def _file_batches(
     superseded: Superseded | None,
     seq: int,
     fields: frozenset[str] | None,
+    row_groups: Sequence[int] | None = None,
 ) -> Iterator[tuple[pa.Table, pa.Table]]:
-    """The adds and removes of one checkpoint file, a batch at a time, in deltalite's layout: with ``keep``, only
-    rows of the partitions it selects (row groups without one are not decoded beyond their partition values)."""
+    """The adds and removes of one checkpoint file (of its ``row_groups`` only, when given), a batch at a time, in
+    deltalite's layout: with ``keep``, only rows of the partitions it selects (row groups without one are not
+    decoded beyond their partition values)."""
     with _reading(storage, path, version) as pf:
         schema = pf.schema_arrow
         kinds = [k for k in (A.ADD, A.REMOVE) if k in schema.names and pa.types.is_struct(schema.field(k).type)]
@@ -264,7 +266,7 @@ def _file_batches(
         with_parsed = [c for c in _checkpoint_projection(schema, True, fields) if c.split(".")[0] in kinds]
         leaves = _leaf_indexes(pf)
         stats_column = leaves.get(f"{A.ADD}.stats")
-        for rg in range(pf.num_row_groups):
+        for rg in range(pf.num_row_groups) if row_groups is None else row_groups:
             if keep is not None and not _row_group_may_match(pf, rg, keep, leaves):
                 continue
             rows = _selected_rows(pf, rg, kinds, keep) if keep is not None else None
