@@ -28,7 +28,7 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -69,11 +69,13 @@ from airflow_provider_deltalite.engine.snapshot import (
 )
 from airflow_provider_deltalite.engine.storage import Storage
 
-# Checkpoint Parquet bytes from which a runner's tasks read the checkpoint. Measured on local[2]
-# (benchmarks/log_scale_spark.py): below a few hundred MB the local pruned replay is faster than two rounds of
-# tasks, and its memory is already one row group's partition values; above, the work spreads over the cluster and
-# the planning process reads only the commits after the checkpoint.
-DEFAULT_CHECKPOINT_TASK_BYTES = 256 << 20
+# Checkpoint Parquet bytes from which a runner's tasks read the checkpoint. Measured (benchmarks/log_scale_spark.py,
+# 2 loaded cores): the local pruned replay of one partition took 2.2 s on a 62 MB checkpoint and 14.8 s on a 622 MB
+# one (about 2.4 s per 100 MB), while tasks cost about 8 s of two Spark rounds on the small one whatever the cluster
+# and their reading divides by its cores. With 8 cores they break even near 420 MB; below 512 MiB (about 8M files in
+# delta-rs' layout) the local replay is faster and already holds under 300 MiB, above it the planning process keeps
+# to the commits after the checkpoint (160 MiB of Python at 10M files instead of 295).
+DEFAULT_CHECKPOINT_TASK_BYTES = 512 << 20
 # Slices per core of the runner for a single-file checkpoint: a few per core balance row groups of unequal cost.
 SLICES_PER_CORE = 4
 
@@ -82,16 +84,16 @@ R = TypeVar("R")
 
 
 class CheckpointTaskRunner(Protocol):
-    """What reads a checkpoint's slices: ``map`` runs a module-level function over picklable items (results in any
-    order), ``parallelism`` says how many at once; ``checkpoint_task_bytes`` is the checkpoint size from which it is
-    used (None: never). The Spark executor is one."""
+    """What reads a checkpoint's slices: ``map_tasks`` runs a module-level function over picklable items as tasks of
+    one job (results in item order), ``parallelism`` says how many run at once; ``checkpoint_task_bytes`` is the
+    checkpoint size from which it is used (None: never). The Spark executor is one."""
 
     checkpoint_task_bytes: int | None
 
     @property
     def parallelism(self) -> int: ...
 
-    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> Iterator[R]: ...
+    def map_tasks(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]: ...
 
 
 @dataclass(frozen=True)
@@ -198,6 +200,13 @@ def checkpoint_parquet_bytes(ref: CheckpointRef) -> int:
     return sum(f.info.size or 0 for f in ref.files)
 
 
+def listed_checkpoint_bytes(storage: Storage, version: int | None = None) -> int:
+    """The listed size of the files of the checkpoint a replay of ``version`` (None: latest) starts from, 0 without
+    one: what tells, from a listing alone, whether tasks would read it (a V2 checkpoint's sidecars not counted)."""
+    ref = load_log_segment(storage, version).checkpoint
+    return checkpoint_parquet_bytes(ref) if ref is not None else 0
+
+
 def split_row_groups(storage: Storage, path: str, version: int, index: int, slices: int) -> list[CheckpointSlice]:
     """One file's row groups in at most ``slices`` contiguous ranges of about equal row counts (its footer read)."""
     with _reading(storage, path, version) as pf:
@@ -273,7 +282,7 @@ def _classic_slices(
         slices = split_row_groups(storage, ref.files[0].path, ref.version, 0, SLICES_PER_CORE * runner.parallelism)
     else:
         slices = [CheckpointSlice(ref.version, f.path, i) for i, f in enumerate(ref.files)]
-    found = sorted(runner.map(read_slice_non_file, [(storage, s) for s in slices]), key=lambda r: r[0])
+    found = sorted(runner.map_tasks(read_slice_non_file, [(storage, s) for s in slices]), key=lambda r: r[0])
     non_file = [a for _, actions in found for a in actions]
     if not any(a.name == A.PROTOCOL for a in non_file) or not any(a.name == A.METADATA for a in non_file):
         raise CorruptLog(f"checkpoint {ref.version} has no protocol or metaData action", storage.table_uri)
@@ -316,7 +325,7 @@ def _replay(
     reads = [PrunedRead(storage, s, tuple(partition_columns), keep, touched, file_fields) for s in slices]
 
     def base_rows(superseded: Callable[[pa.Array, pa.Array], pa.Array]) -> tuple[pa.Table, pa.Table]:
-        found = sorted(runner.map(read_slice_pruned, reads), key=lambda r: (r[0], _first(r)))
+        found = sorted(runner.map_tasks(read_slice_pruned, reads), key=lambda r: (r[0], _first(r)))
         pieces = [(a, r) for _, a, r in found]
         if json_parts:
             seq = _SEQ_BASE + len(slices) * _SEQ_STRIDE
@@ -366,6 +375,7 @@ __all__ = [
     "CheckpointSlice",
     "CheckpointTaskRunner",
     "PrunedRead",
+    "listed_checkpoint_bytes",
     "load_snapshot_with_tasks",
     "read_slice_non_file",
     "read_slice_pruned",

@@ -120,7 +120,7 @@ class SparkExecutor:
         PYSPARK_PYTHON is set. ``conf`` overrides every default set here (on Spark Connect: runtime settings
         only). The workers import ``warm_imports`` before `start` returns (`warm_up`); the default is what
         maintenance work items use (`maintenance.executor.WORKER_IMPORTS`). An OPTIMIZE or Z-order with ``where``
-        reads a checkpoint of at least ``checkpoint_task_bytes`` (default 256 MiB; None: never) with Spark tasks,
+        reads a checkpoint of at least ``checkpoint_task_bytes`` (default 512 MiB; None: never) with Spark tasks,
         one per part, sidecar or row-group range (`engine.checkpoint_tasks`), instead of in this process.
 
         Raises:
@@ -232,6 +232,33 @@ class SparkExecutor:
                     _interrupt(spark, tag)
                 _, pending = wait(pending, timeout=0.2)
             pool.shutdown(wait=True, cancel_futures=True)
+
+    def map_tasks(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+        """Run ``fn`` on each item as one Spark task of a single query; the results in item order.
+
+        One query for all items instead of one per item (`map`): for many short items of one step, such as the
+        slices of a checkpoint (`engine.checkpoint_tasks`), one round trip to the cluster instead of one per item.
+
+        Raises:
+            DeltaLiteError: (the same class and message) when ``fn`` raised one on a worker.
+            ExecutorError: any other task or cluster failure, as one line with the worker's exception and message.
+        """
+        items = list(items)
+        if not items:
+            return []
+        spark = self._session()
+        self._ship_engine(spark)
+        job = self._job(spark, (fn, items))
+        n = len(items)
+        table = self._collect(
+            lambda: spark.range(0, n, 1, n).mapInArrow(functools.partial(tasks.run_items, job), tasks.SCHEMA_DDL),
+            _label(fn),
+        )
+        values = list(_values(table))
+        order = table.column("reducer").to_pylist()
+        if sorted(order) != list(range(n)):
+            raise ExecutorError(f"Spark job for {_label(fn)} on {self.master} returned {len(order)} of {n} results")
+        return [value for _, value in sorted(zip(order, values, strict=True), key=lambda p: p[0])]
 
     def map_reduce(
         self,

@@ -157,7 +157,17 @@ def test_a_corrupt_checkpoint_part_read_on_a_task_is_one_line_and_exit_2(
     before = tree_state(table)
     wrapped = SparkExecutor(spark_local.spark, checkpoint_task_bytes=0)  # not owned: closing it keeps the session
     monkeypatch.setattr(SparkExecutor, "start", classmethod(lambda cls, *a, **k: wrapped))
-    argv = ["optimize", str(table), "--where", "part = 1", "--executor", "spark", "--json"]
+    argv = [
+        "optimize",
+        str(table),
+        "--where",
+        "part = 1",
+        "--executor",
+        "spark",
+        "--spark-checkpoint-tasks",
+        "0",
+        "--json",
+    ]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and part.name in err[0], err
