@@ -249,7 +249,6 @@ def load_snapshot_with_tasks(
     ref = segment.checkpoint
     if threshold is None or ref is None:
         return None
-    uri = storage.table_uri
     v2 = ref.kind is LogFileKind.UUID_CHECKPOINT or any(f.parsed.file_format == "json" for f in ref.files)
     try:
         if v2:
@@ -269,8 +268,6 @@ def load_snapshot_with_tasks(
         return _replay(storage, segment, partition_filter, runner, file_fields, slices, non_file, json_parts)
     except CheckpointUnreadable:
         return None  # the local replay falls back to an older checkpoint, or names the file it cannot read
-    except CorruptLog as exc:
-        raise CorruptLog(exc.problem, uri) from None
 
 
 def _classic_slices(

@@ -133,6 +133,29 @@ def _dv(row: dict[str, Any]) -> dict[str, Any]:
     return {"deletionVector": row["deletionVector"]} if row.get("deletionVector") else {}
 
 
+def test_a_classic_checkpoint_of_many_row_groups_read_by_tasks_equals_delta_rs(
+    tasks_always: SparkExecutor, tmp_path: Path
+) -> None:
+    import pyarrow.parquet as pq
+
+    table = copy_table("delta-golden/dv-partitioned-with-checkpoint", tmp_path / "t")
+    checkpoint = table / "_delta_log" / "00000000000000000010.checkpoint.parquet"
+    # the same rows in row groups of 6: the file spreads over row-group ranges, as a delta-rs checkpoint of millions
+    pq.write_table(pq.read_table(checkpoint), checkpoint, row_group_size=6)
+    assert pq.ParquetFile(checkpoint).num_row_groups >= 4
+    _remove_all_of(table, 16, "part = 2", keep_partition_values=False)
+    storage = Storage(str(table))
+    theirs = deltars_paths(table)
+    assert theirs is not None
+    # partition 2's files were removed after the checkpoint by removes without partition values
+    for predicate in ("part = 2", "part IS NULL OR part IS NOT NULL"):
+        ours = load_snapshot_with_tasks(storage, None, PartitionFilter(predicate), tasks_always)
+        assert ours is not None
+        _same(ours, load_snapshot(storage, partition_filter=PartitionFilter(predicate)))
+        assert _paths(ours, table) <= theirs
+    assert _paths(ours, table) == theirs
+
+
 def test_a_single_file_checkpoint_spreads_over_row_group_ranges(tmp_path: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
