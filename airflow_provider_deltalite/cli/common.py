@@ -86,7 +86,7 @@ def add_executor_arguments(p: argparse.ArgumentParser) -> None:
         type=_byte_count,
         metavar="BYTES",
         help="with --executor spark: a --where plan reads a checkpoint of at least BYTES with Spark tasks "
-        "(default 536870912, 512 MiB; 0: always)",
+        "(default 1073741824, 1 GiB; 0: always)",
     )
     p.add_argument("--max-concurrent-tasks", type=int, metavar="N", help="threads of the local executor")
 

@@ -69,13 +69,14 @@ from airflow_provider_deltalite.engine.snapshot import (
 )
 from airflow_provider_deltalite.engine.storage import Storage
 
-# Checkpoint Parquet bytes from which a runner's tasks read the checkpoint. Measured (benchmarks/log_scale_spark.py,
-# 2 loaded cores): the local pruned replay of one partition took 2.2 s on a 62 MB checkpoint and 14.8 s on a 622 MB
-# one (about 2.4 s per 100 MB), while tasks cost about 8 s of two Spark rounds on the small one whatever the cluster
-# and their reading divides by its cores. With 8 cores they break even near 420 MB; below 512 MiB (about 8M files in
-# delta-rs' layout) the local replay is faster and already holds under 300 MiB, above it the planning process keeps
-# to the commits after the checkpoint (160 MiB of Python at 10M files instead of 295).
-DEFAULT_CHECKPOINT_TASK_BYTES = 512 << 20
+# Checkpoint Parquet bytes from which a runner's tasks read the checkpoint. Measured on 2 loaded cores with local[2]
+# (benchmarks/log_scale_spark.py, load 13-25): planning one partition locally took 3.5 s on a 62 MB checkpoint (1M
+# files) and 5.3-14.8 s on a 622 MB one (10M); with tasks, 7.7 s and 17.5-32 s (two rounds of tasks cost about 7 s
+# whatever the size, and two cores divide the reading by at most two). So tasks pay off only where the cluster has
+# many more cores than the planning process and the checkpoint is large: from 1 GiB (about 16M files in delta-rs'
+# layout), where the local read takes tens of seconds. What they always give is a flat planning process: 162 MiB of
+# Python at 1M and at 10M files, against 263 and 294-335 MiB for the local plan.
+DEFAULT_CHECKPOINT_TASK_BYTES = 1 << 30
 # Slices per core of the runner for a single-file checkpoint: a few per core balance row groups of unequal cost.
 SLICES_PER_CORE = 4
 

@@ -120,7 +120,7 @@ class SparkExecutor:
         PYSPARK_PYTHON is set. ``conf`` overrides every default set here (on Spark Connect: runtime settings
         only). The workers import ``warm_imports`` before `start` returns (`warm_up`); the default is what
         maintenance work items use (`maintenance.executor.WORKER_IMPORTS`). An OPTIMIZE or Z-order with ``where``
-        reads a checkpoint of at least ``checkpoint_task_bytes`` (default 512 MiB; None: never) with Spark tasks,
+        reads a checkpoint of at least ``checkpoint_task_bytes`` (default 1 GiB; None: never) with Spark tasks,
         one per part, sidecar or row-group range (`engine.checkpoint_tasks`), instead of in this process.
 
         Raises:

@@ -94,14 +94,13 @@ def test_multi_part_checkpoint_read_by_tasks_equals_delta_rs_and_the_local_repla
     storage = Storage(str(table))
     theirs = deltars_paths(table)
     assert theirs is not None and len(theirs) == 3
-    # (each load is two rounds of one Spark query per part: two predicates and the plan keep this test cheap)
-    for predicate, expected in [("part = 2", 0), ("part = 2 OR part IS NOT NULL", 3)]:
-        ours = load_snapshot_with_tasks(storage, None, PartitionFilter(predicate), tasks_always)
-        local = load_snapshot(storage, partition_filter=PartitionFilter(predicate))
-        assert ours is not None and ours.num_files == expected, predicate
-        _same(ours, local)
-        assert ours.pruned_by == predicate
-        assert _paths(ours, table) == (theirs if expected else set())
+    assert not {normalise_path(p, table) for p in removed} & theirs  # delta-rs: partition 2 is empty too
+    # (each load is two Spark queries: one predicate and the plan keep this test cheap; the other tests compare
+    # every file with delta-rs)
+    ours = load_snapshot_with_tasks(storage, None, PartitionFilter("part = 2"), tasks_always)
+    assert ours is not None and ours.num_files == 0 and ours.pruned_by == "part = 2"
+    assert ours.tombstones.num_rows == 2
+    _same(ours, load_snapshot(storage, partition_filter=PartitionFilter("part = 2")))
     # the plan through the executor: OPTIMIZE's dry run considers the same files
     stats = optimize(
         DeltaTable(str(table)), where="part = 1", dry_run=True, min_file_size=1 << 30, executor=tasks_always
