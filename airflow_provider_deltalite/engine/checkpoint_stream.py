@@ -17,7 +17,7 @@ first, from their own columns, since binding the filter needs the latest metaDat
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -272,9 +272,11 @@ def _file_batches(
     superseded: Superseded | None,
     seq: int,
     fields: frozenset[str] | None,
+    row_groups: Sequence[int] | None = None,
 ) -> Iterator[tuple[pa.Table, pa.Table]]:
-    """The adds and removes of one checkpoint file, a batch at a time, in deltalite's layout: with ``keep``, only
-    rows of the partitions it selects (row groups without one are not decoded beyond their partition values)."""
+    """The adds and removes of one checkpoint file (of its ``row_groups`` only, when given), a batch at a time, in
+    deltalite's layout: with ``keep``, only rows of the partitions it selects (row groups without one are not
+    decoded beyond their partition values)."""
     with _reading_source(storage, path, version) as (pf, source):
         schema = pf.schema_arrow
         kinds = [k for k in (A.ADD, A.REMOVE) if k in schema.names and pa.types.is_struct(schema.field(k).type)]
@@ -287,7 +289,7 @@ def _file_batches(
         paged: PagedColumns | None = None
         footer_read = False
         values_reader: pq.ParquetFile | None = None
-        for rg in range(pf.num_row_groups):
+        for rg in range(pf.num_row_groups) if row_groups is None else row_groups:
             if keep is not None and not _row_group_may_match(pf, rg, keep, leaves):
                 continue
             decoded: dict[str, pa.Array] = {}

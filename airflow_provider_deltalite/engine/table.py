@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_provider_deltalite.engine.catalog import resolve_location
+from airflow_provider_deltalite.engine.checkpoint_tasks import load_snapshot_with_tasks
 from airflow_provider_deltalite.engine.errors import (
     DeltaLiteError,
     InvalidArgument,
@@ -90,33 +91,43 @@ class Table:
         self.uri = self.storage.table_uri
 
     def planning_snapshot(
-        self, snapshot: Snapshot | None, where: str | None = None, *, file_fields: Iterable[str] | None = None
+        self,
+        snapshot: Snapshot | None,
+        where: str | None = None,
+        *,
+        file_fields: Iterable[str] | None = None,
+        tasks: Any = None,
     ) -> Snapshot:
         """The snapshot an operation plans from: the caller's, when it has loaded one already (one log replay per
         operation, e.g. the CLI's preflight load), or the latest; with ``where`` (a predicate on partition columns)
-        only the files of the partitions it selects (`snapshot_for_partitions`).
+        only the files of the partitions it selects (`snapshot_for_partitions`, whose checkpoint ``tasks`` may read).
 
         Raises:
             InvalidArgument: ``snapshot`` is of another table.
         """
         if snapshot is None:
             if where:
-                return self.snapshot_for_partitions(where)
+                return self.snapshot_for_partitions(where, tasks=tasks)
             return self.snapshot(file_fields=file_fields)
         if snapshot.table_uri != self.uri:
             shown = redact_uri(snapshot.table_uri)
             raise InvalidArgument(f"the snapshot passed is of another table ({shown})", self.uri)
         return snapshot
 
-    def snapshot_for_partitions(self, where: str, version: int | None = None) -> Snapshot:
+    def snapshot_for_partitions(self, where: str, version: int | None = None, *, tasks: Any = None) -> Snapshot:
         """The table with only the live files of the partitions ``where`` may select (`Snapshot.pruned_by`).
 
         What a rewrite of those partitions needs, in memory that follows them rather than the table. On a table that
         assigns row ids the whole table is loaded: fresh row ids are checked against every live file's. A predicate
         that does not bind as a partition predicate gives a snapshot without files, for the operation to refuse it.
+        With ``tasks`` (a `checkpoint_tasks.CheckpointTaskRunner`, e.g. the Spark executor) a checkpoint of at least
+        its ``checkpoint_task_bytes`` is read by its tasks (`checkpoint_tasks.load_snapshot_with_tasks`).
         """
         try:
-            snapshot = load_snapshot(self.storage, version, partition_filter=PartitionFilter(where))
+            found = None
+            if tasks is not None and getattr(tasks, "checkpoint_task_bytes", None) is not None:
+                found = load_snapshot_with_tasks(self.storage, version, PartitionFilter(where), tasks)
+            snapshot = found or load_snapshot(self.storage, version, partition_filter=PartitionFilter(where))
         except InvalidExpression:
             # The operation refuses this predicate in its own words (a clustered table takes none; `where` names a
             # data column): for that it needs the table's state, never its files. This snapshot holds none
