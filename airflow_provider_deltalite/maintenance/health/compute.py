@@ -39,8 +39,9 @@ from airflow_provider_deltalite.maintenance.health.metrics import (
 from airflow_provider_deltalite.maintenance.health.tombstones import dead_tombstones, tombstone_figures
 
 DEFAULT_MIN_FILE_SIZE = GIB  # OPTIMIZE's default minimum file size without delta.targetFileSize
-# what health reads of the file actions besides their keys (everything but tags and row-tracking fields)
-HEALTH_FILE_FIELDS = frozenset({"size", "stats"})
+# what health reads of the file actions besides their keys (everything but tags and row-tracking fields): without
+# deletionTimestamp, a checkpoint's tombstones would all count as deleted at the epoch, reclaimable whatever their age
+HEALTH_FILE_FIELDS = frozenset({"size", "stats", "deletionTimestamp"})
 
 
 def table_health(
