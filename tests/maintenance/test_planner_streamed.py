@@ -69,7 +69,7 @@ def _corpus_tables() -> list[str]:
         and t["has_delta_log"]
         and not t["replay_error"]
         and t["protocol_readable"]
-        and (t["partition_columns"] or t["live_files_with_dv"] or t["checkpoint_kinds"] or t["zorder"])
+        and (t["partition_columns"] or t["live_files_with_dv"])
     )
 
 
@@ -139,7 +139,7 @@ def _random_history(root: Path, seed: int) -> Table:
     return table
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(4))
 def test_the_streamed_plan_is_the_whole_snapshots_on_random_histories(tmp_path: Path, seed: int) -> None:
     table = _random_history(tmp_path / "t", seed)
     for label, policy in POLICIES.items():
