@@ -35,8 +35,9 @@ _NULL, _VALUE, _SEP = "\x00", "\x01", "\x02"
 
 
 def _encode(value: str | None) -> str:
-    # "" and null are one partition value: the protocol writes a null partition value as an empty string
-    return _NULL if value is None or value == "" else _VALUE + value
+    # "" and null are one partition value: the protocol writes a null partition value as an empty string. The length
+    # prefix keeps values that hold the separator from running into the next column's.
+    return _NULL if value is None or value == "" else f"{_VALUE}:{len(value)}:{value}"
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,8 @@ class BoundPartitionSet(BoundPartitionFilter):
             for raw in values:
                 column = pa.nulls(n, pa.string()) if raw is None else raw.cast(pa.string())
                 empty = pc.fill_null(pc.equal(column, ""), True)
-                encoded.append(pc.if_else(empty, _NULL, pc.binary_join_element_wise(_VALUE, column, "")))
+                length = pc.cast(pc.utf8_length(column), pa.string())
+                encoded.append(pc.if_else(empty, _NULL, pc.binary_join_element_wise(_VALUE, length, column, ":")))
             joined = encoded[0] if len(encoded) == 1 else pc.binary_join_element_wise(*encoded, _SEP)
             chosen = pc.is_in(joined, value_set=pa.array(sorted(self.keys), pa.string()))
             keep = np.asarray(chosen.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)

@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 import pytest
 
 from airflow_provider_deltalite.engine.errors import DeltaLiteError
+from airflow_provider_deltalite.engine.partition_set import PartitionSetFilter
 from airflow_provider_deltalite.engine.table import Table
 from airflow_provider_deltalite.maintenance.checkpoint import checkpoint
 from airflow_provider_deltalite.maintenance.clustering.runs import TAG_COLUMNS, TAG_CUBE_ID, TAG_CURVE
@@ -223,3 +224,15 @@ def test_a_checkpoints_recent_tombstones_are_not_reclaimable(tmp_path: Path) -> 
     health, plan = health_and_plan(table, MaintenancePolicy(vacuum_cooldown_hours=0), now=later)
     assert (health.tombstones.files, health.tombstones.reclaimable_files) == (2, 1)
     assert [(a.operation, a.estimate.files_deleted) for a in plan.actions] == [("vacuum", 1)]
+
+
+def test_a_partition_set_matches_raw_values_exactly() -> None:
+    """Null and "" are one value; a value holding the separator does not run into the next column's."""
+    keep = PartitionSetFilter.of([{"a": "x\x02", "b": "y"}, {"a": None, "b": ""}, {"a": "é", "b": "z"}])
+    fields = [{"name": n, "type": "string", "nullable": True, "metadata": {}} for n in ("a", "b")]
+    meta = {"schemaString": json.dumps({"type": "struct", "fields": fields}), "partitionColumns": ["a", "b"]}
+    a = pa.array(["x\x02", "x", None, "", "é", "é"])
+    b = pa.array(["y", "\x02y", None, None, "z", "zz"])
+    rows = pa.StructArray.from_arrays([a, b], names=["a", "b"], mask=pa.array([False] * 5 + [True]))
+    assert keep.bind(meta, None).mask_struct(rows).tolist() == [True, False, True, True, True, True]
+    assert keep.bind(meta, None).mask([a, b], 6).tolist() == [True, False, True, True, True, False]
