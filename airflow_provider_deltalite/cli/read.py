@@ -10,8 +10,7 @@ from airflow_provider_deltalite.maintenance.wording import human_size
 
 
 def cmd_describe(args: argparse.Namespace) -> None:
-    snap = open_table(args).snapshot(version=args.version, file_fields=DESCRIBE_FILE_FIELDS)
-    doc = describe_document(snap)
+    doc = describe_document(open_table(args).stream(args.version, file_fields=DESCRIBE_FILE_FIELDS))
     if args.json:
         return print_json(doc)
     proto = doc["protocol"]

@@ -24,7 +24,7 @@ from airflow_provider_deltalite.engine.log_path import LogFileKind
 from airflow_provider_deltalite.engine.log_segment import earliest_version, list_log, load_log_segment
 from airflow_provider_deltalite.engine.partition_filter import PartitionFilter
 from airflow_provider_deltalite.engine.row_tracking import row_tracking_state
-from airflow_provider_deltalite.engine.snapshot import Snapshot, load_snapshot, stream_snapshot
+from airflow_provider_deltalite.engine.snapshot import ReplayStream, Snapshot, load_snapshot, stream_snapshot
 from airflow_provider_deltalite.engine.storage import Storage
 from airflow_provider_deltalite.engine.transaction import Transaction, start_transaction
 
@@ -173,6 +173,20 @@ class Table:
             pruning = PartitionFilter(where, partition_columns_only=False)
             return load_snapshot(self.storage, version, partition_filter=pruning, file_fields=file_fields)
         return load_snapshot(self.storage, version, file_fields=file_fields)
+
+    def stream(self, version: int | None = None, *, file_fields: Iterable[str] | None = None) -> ReplayStream:
+        """The table at ``version`` (None: latest) as a `ReplayStream`: its state, then its live files and
+        tombstones a batch at a time (of the file actions only ``file_fields`` besides the keys, when given), for
+        whole-table sums in memory that follows a batch rather than the table.
+
+        Example:
+            >>> sizes = sum(len(adds) for adds, _ in Table("/data/events").stream(file_fields=["size"]).batches())
+            ... # doctest: +SKIP
+
+        Raises:
+            TableNotFound, VersionNotFound, CorruptLog, ProtocolNotSupported: as `snapshot`.
+        """
+        return stream_snapshot(self.storage, version, file_fields=file_fields)
 
     def latest_version(self) -> int:
         """The newest version in the log (listing only; no replay)."""
