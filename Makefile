@@ -15,6 +15,14 @@ SPARK43 := .venv-spark43
 SPARK43_STAMP := $(SPARK43)/.installed-stamp
 JSA := $(VENV)/spark-classes.jsa
 CORPUS ?= ../shared/corpus
+# Classic pyspark is a source distribution only, and uv builds it afresh on most installs of the test environment
+# (about a gigabyte of uv's cache, and most of a minute, each time). pip keeps the wheels it builds, so pip builds each
+# release's wheel once, into this directory outside the checkout that every checkout's installs find; uv caches a
+# local wheel by its path and time, so the same file is not unpacked again either. tests/install reads it too.
+WHEELS ?= $(HOME)/.cache/deltalite-tests/wheels
+export DELTALITE_WHEELS := $(WHEELS)
+PYSPARK_WHEEL := $(WHEELS)/pyspark-$(shell sed -n 's/^pyspark==//p' constraints.txt)-py2.py3-none-any.whl
+PYSPARK43_WHEEL := $(WHEELS)/pyspark-$(shell sed -n 's/^pyspark==//p' constraints-spark43.txt)-py2.py3-none-any.whl
 
 .PHONY: env env-spark40 env-spark43 chromium demo test test-fast test-install lint typecheck conformance-doc bench clean
 
@@ -26,9 +34,17 @@ $(UV):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet -c constraints.txt uv
 
-$(STAMP): pyproject.toml constraints.txt | $(UV)
+# Built in a directory of its own and renamed into place, so a checkout installing at the same time never reads half
+# a wheel.
+$(WHEELS)/pyspark-%-py2.py3-none-any.whl: | $(UV)
+	mkdir -p $(WHEELS)
+	tmp=$$(mktemp -d $(WHEELS)/.build-XXXXXX) && $(PY) -m pip wheel --quiet --no-deps -w $$tmp "pyspark==$*" \
+		&& mv $$tmp/pyspark-$*-py2.py3-none-any.whl $@; rm -rf $$tmp
+
+$(STAMP): pyproject.toml constraints.txt | $(UV) $(PYSPARK_WHEEL)
 	$(PY) -m pip install --quiet -c constraints.txt uv
-	$(UV) pip install --quiet --compile-bytecode --python $(PY) -c constraints.txt -e '.[test]' pyspark
+	$(UV) pip install --quiet --compile-bytecode --python $(PY) -c constraints.txt --find-links $(WHEELS) \
+		-e '.[test]' pyspark
 	touch $(STAMP)
 
 env: $(STAMP)
@@ -58,14 +74,12 @@ env-spark40: $(SPARK40_STAMP)
 # extra brings what its Spark Connect client needs, and this package without its dependencies (no Airflow). The same
 # environment is the 4.3 client, the 4.3 Connect server's distribution and the 4.3 spark-submit
 # (tests/executors/spark43.py).
-# pyspark is a source distribution only; uv builds it again on every install here (its HTTP cache re-downloads the
-# source each time), so its wheel is built by pip, which keeps built wheels in its own cache, and uv finds it there.
-$(SPARK43_STAMP): pyproject.toml constraints-spark43.txt | $(UV)
+# Its classic pyspark from the wheel directory above ($(WHEELS)), as the test environment's.
+$(SPARK43_STAMP): pyproject.toml constraints-spark43.txt | $(UV) $(PYSPARK43_WHEEL)
 	rm -rf $(SPARK43)
 	$(PYTHON) -m venv --without-pip $(SPARK43)
-	$(PY) -m pip wheel --quiet --no-deps -w $(VENV)/pyspark-wheels "$$(grep '^pyspark==' constraints-spark43.txt)"
 	$(UV) pip install --quiet --compile-bytecode --python $(SPARK43)/bin/python -c constraints-spark43.txt \
-		--find-links $(VENV)/pyspark-wheels 'pyspark[connect]' fsspec
+		--find-links $(WHEELS) 'pyspark[connect]' fsspec
 	$(UV) pip install --quiet --python $(SPARK43)/bin/python --no-deps -e .
 	touch $(SPARK43_STAMP)
 
@@ -103,8 +117,9 @@ test:
 	$(PY) -m pytest -q --durations=15 $(PYTEST_XDIST)
 
 # The README's install commands in fresh environments from the package index (no constraints file): a new user and
-# users with pyspark-client 4.0 or 4.1, then an OPTIMIZE on local Spark, over Spark Connect and through spark-submit
-# in each. `make test` runs the same file (tests/install) with the rest of the suite.
+# users with pyspark-client 4.0 or 4.1, then an OPTIMIZE on local Spark in each, over Spark Connect with the new user's
+# and the 4.1 client, and through the new user's spark-submit. `make test` runs the same file (tests/install) with the
+# rest of the suite.
 test-install: env
 	$(PY) -m pytest -q -n 0 tests/install
 

@@ -14,15 +14,17 @@ Per log, fresh processes, interleaved and rotated, medians of ``--reps``, the pa
   the worst case for a reader that cannot skip pages), against delta-rs 1.6.x ``DeltaTable(T)`` +
   ``file_uris([("p", "=", part)])`` (load the table, list that partition: the least it needs to plan);
 - health: ``deltalite health T --json`` (no delta-rs equivalent; checked: the file count);
+- maintain: ``deltalite maintain T --dry-run --json`` (the maintenance planner on the whole table: every partition
+  is made of fragments, so every partition is planned; no delta-rs equivalent; checked: the health's file count);
 - describe: ``deltalite describe T --json`` against ``process_cost.py``'s delta-rs describe (``DeltaTable(T)`` +
   ``get_add_actions(flatten=False)``, sizes summed); checked: files and bytes agree.
 Whole-process wall and peak RSS (``wait4``), and the in-process call each child reports.
 
 Targets (issue 28): plan on the 1M log <= 300 MiB and <= 1.0 s, on the 10M log <= 400 MiB, growth 1M -> 10M <= 1.3x;
-health of the 10M log <= 2.5 GiB and <= 60 s; describe <= 1.0x delta-rs' memory and time.
+health and maintain --dry-run of the 10M log <= 2.5 GiB and <= 60 s; describe <= 1.0x delta-rs' memory and time.
 
-Run: ``.venv/bin/python benchmarks/log_scale.py`` (``--reps N``, ``--sizes 1M 10M``, ``--only plan health describe``,
-``--regenerate``, ``--no-write``).
+Run: ``.venv/bin/python benchmarks/log_scale.py`` (``--reps N``, ``--reps-10m N``, ``--sizes 100k 1M 10M``,
+``--only plan health maintain describe``, ``--regenerate``, ``--no-write``).
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ TARGET_GROWTH = 1.3
 TARGET_HEALTH_10M_MB = 2560
 TARGET_HEALTH_10M_S = 60
 TARGET_DESCRIBE = 1.0
-CODE_UNDER_TEST = ("engine/**/*.py", "maintenance/*.py", "cli/*.py", "table.py")
+CODE_UNDER_TEST = ("engine/**/*.py", "maintenance/**/*.py", "cli/*.py", "table.py")
 SCHEMA_STRING = json.dumps(
     {
         "type": "struct",
@@ -81,8 +83,10 @@ with contextlib.redirect_stdout(out):
 t2 = time.perf_counter()
 doc = json.loads(out.getvalue())
 keep = ("files", "numFiles", "sizeInBytes", "totalConsideredFiles", "numBins", "version")
-sys.stderr.write(json.dumps({"import_s": t1 - t0, "call_s": t2 - t1, "code": code,
-                             "doc": {k: doc[k] for k in keep if k in doc}}) + "\\n")
+summary = {k: doc[k] for k in keep if k in doc}
+if "healthBefore" in doc:  # maintain: the health's file count and the plan's total
+    summary.update(files=doc["healthBefore"]["files"], planned=doc["plan"]["total"])
+sys.stderr.write(json.dumps({"import_s": t1 - t0, "call_s": t2 - t1, "code": code, "doc": summary}) + "\\n")
 """
 
 DELTARS_PLAN = """
@@ -313,6 +317,8 @@ def _configs(table: Path, info: dict[str, Any], only: list[str]) -> dict[str, tu
         configs["plan-last delta-rs"] = ([sys.executable, "-c", DELTARS_PLAN, str(table), last], listed(per_part))
     if "health" in only:
         configs["health deltalite"] = ([*runner, "health", str(table), "--json"], counted)
+    if "maintain" in only:
+        configs["maintain deltalite"] = ([*runner, "maintain", str(table), "--dry-run", "--json"], counted)
     if "describe" in only:
         configs["describe deltalite"] = ([*runner, "describe", "--json", str(table)], counted)
         configs["describe delta-rs"] = ([sys.executable, "-c", pc.DELTARS_DESCRIBE, str(table)], counted)
@@ -348,9 +354,14 @@ def main() -> int:
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reps", type=int, default=3)
+    # a whole-table run of the 10M log takes minutes (delta-rs' load alone, half a minute): fewer repetitions there
+    parser.add_argument("--reps-10m", type=int, default=None, help="repetitions on the 10M log (default: --reps)")
     parser.add_argument("--sizes", nargs="+", default=["1M", "10M"], choices=list(SIZES))
     parser.add_argument(
-        "--only", nargs="+", default=["plan", "health", "describe"], choices=["plan", "health", "describe"]
+        "--only",
+        nargs="+",
+        default=["plan", "health", "maintain", "describe"],
+        choices=["plan", "health", "maintain", "describe"],
     )
     parser.add_argument("--regenerate", action="store_true")
     parser.add_argument("--no-write", action="store_true")
@@ -363,7 +374,8 @@ def main() -> int:
     for label in args.sizes:
         table, info, how = prepare_log(label, args.regenerate)
         print(f"{label}: {info['files']:,} files, version {info['version']} ({how})", flush=True)
-        summaries[label] = bench(label, table, info, args.reps, args.only)
+        reps = args.reps_10m if label == "10M" and args.reps_10m is not None else args.reps
+        summaries[label] = bench(label, table, info, reps, args.only)
         report["logs"][label] = {"info": info, "summary": summaries[label]}
         pc.print_rows(f"the {label} log (one partition: {info['partition_files']} files)", summaries[label])
     targets = []
@@ -381,9 +393,11 @@ def main() -> int:
         growth = h.ratio(med("10M", config, rss), med("1M", config, rss))
         if growth is not None:
             targets.append(h.target(f"{config}: RSS growth 1M -> 10M", growth, TARGET_GROWTH))
-    if med("10M", "health deltalite", rss) is not None:
-        targets.append(h.target("10M health: peak RSS MiB", med("10M", "health deltalite", rss), TARGET_HEALTH_10M_MB))
-        targets.append(h.target("10M health: wall s", med("10M", "health deltalite", wall), TARGET_HEALTH_10M_S))
+    for what in ("health", "maintain"):
+        config = f"{what} deltalite"
+        if med("10M", config, rss) is not None:
+            targets.append(h.target(f"10M {what}: peak RSS MiB", med("10M", config, rss), TARGET_HEALTH_10M_MB))
+            targets.append(h.target(f"10M {what}: wall s", med("10M", config, wall), TARGET_HEALTH_10M_S))
     for label in args.sizes:
         for key, what in ((rss, "memory"), (wall, "time")):
             r = h.ratio(med(label, "describe deltalite", key), med(label, "describe delta-rs", key))

@@ -93,13 +93,25 @@ def _longest_files_first(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: rank[item.nodeid.split("::", 1)[0]])  # stable: a file's own order stays
 
 
+CORPUS_MISSING = (
+    f"the test corpus is missing: {CORPUS} is not a directory. Tests marked `corpus` read it; point "
+    "DELTALITE_CORPUS at it, or deselect them with -m 'not corpus'."
+)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Under pytest-xdist, the corpus check below would run in the workers, where a usage error crashes the run with
+    an INTERNALERROR: the controller checks first. It has no items, so it goes by the ``-m`` expression."""
+    config = session.config
+    distributed = getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput")
+    if distributed and not CORPUS.is_dir() and "not corpus" not in (config.option.markexpr or ""):
+        raise pytest.UsageError(CORPUS_MISSING)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """A selected test needs the corpus and it is not there: stop the run with one line, not hundreds of failures."""
     if not CORPUS.is_dir() and any(item.get_closest_marker("corpus") for item in session.items):
-        raise pytest.UsageError(
-            f"the test corpus is missing: {CORPUS} is not a directory. Tests marked `corpus` read it; point "
-            "DELTALITE_CORPUS at it, or deselect them with -m 'not corpus'."
-        )
+        raise pytest.UsageError(CORPUS_MISSING)
 
 
 def _free_port() -> int:
@@ -146,18 +158,20 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def spark_connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The ``sc://127.0.0.1:PORT`` address of a Spark Connect server (local[2], Python workers = this interpreter)."""
+def spark_connect_server(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The ``sc://127.0.0.1:PORT`` address of a Spark Connect server (local[2], Python workers = this interpreter);
+    one server for the whole session, whichever xdist worker asks first (`tests/session_services.py`)."""
     from tests.executors.spark_cluster import start_connect_server
+    from tests.session_services import shared
 
-    try:
-        server = start_connect_server(tmp_path_factory.mktemp("spark-connect"))
-    except RuntimeError as exc:
-        pytest.fail(str(exc))
-    try:
-        yield server.url
-    finally:
-        server.stop()
+    def start(work_dir: Path) -> tuple[str, int]:
+        try:
+            server = start_connect_server(work_dir)
+        except RuntimeError as exc:
+            pytest.fail(str(exc))
+        return server.url, server.process.pid
+
+    return shared(tmp_path_factory, "spark-connect", start)
 
 
 @pytest.fixture(scope="session")
@@ -179,12 +193,17 @@ def spark_any(request: pytest.FixtureRequest) -> Any:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """On a pytest-xdist worker: hand this process's `NO_ORACLE` counts to the controller, which prints the summary."""
+    """On a pytest-xdist worker: hand this process's `NO_ORACLE` counts to the controller, which prints the summary.
+    On the controller: stop the servers the workers shared."""
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:
         from tests.oracles import NO_ORACLE
 
         workeroutput["no_oracle"] = json.dumps(NO_ORACLE)
+    else:  # the controller (or a run without xdist): the session's shared servers end with it
+        from tests.session_services import shared_root, stop_all
+
+        stop_all(shared_root(session.config._tmp_path_factory))  # type: ignore[attr-defined]
 
 
 @pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: the controller learns that a worker finished

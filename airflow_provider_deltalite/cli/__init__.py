@@ -82,6 +82,10 @@ def build_parser() -> argparse.ArgumentParser:
     group = p.add_mutually_exclusive_group()
     group.add_argument("--version", type=non_negative, dest="version")
     group.add_argument("--timestamp", help="ISO-8601 time; the newest version committed at or before it")
+    p.add_argument(
+        "--where",
+        help="only the files a scan with this filter reads (partitions pruned while the log is read, then statistics)",
+    )
     p.set_defaults(func=cmd_files)
 
     p = sub.add_parser("history", parents=[common], help="commitInfo per version, newest first")

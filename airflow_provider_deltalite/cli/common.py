@@ -81,7 +81,24 @@ def add_executor_arguments(p: argparse.ArgumentParser) -> None:
         help="with --executor spark: local[N], spark://host:port, sc://host:port (Spark Connect); "
         "default $SPARK_REMOTE, else local[*]",
     )
+    p.add_argument(
+        "--spark-checkpoint-tasks",
+        type=_byte_count,
+        metavar="BYTES",
+        help="with --executor spark: a --where plan reads a checkpoint of at least BYTES with Spark tasks "
+        "(default 1073741824, 1 GiB; 0: always)",
+    )
     p.add_argument("--max-concurrent-tasks", type=int, metavar="N", help="threads of the local executor")
+
+
+def _byte_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a number of bytes (0 or more): {text}")
+    return value
 
 
 def make_executor(args: argparse.Namespace) -> Executor:
@@ -89,9 +106,16 @@ def make_executor(args: argparse.Namespace) -> Executor:
     if args.executor == "spark":
         from airflow_provider_deltalite.executors.spark import SparkExecutor
 
-        return SparkExecutor.start(master=args.spark_master or None, app_name=f"deltalite {args.command}")
+        threshold = getattr(args, "spark_checkpoint_tasks", None)
+        if threshold is None:
+            return SparkExecutor.start(master=args.spark_master or None, app_name=f"deltalite {args.command}")
+        return SparkExecutor.start(
+            master=args.spark_master or None, app_name=f"deltalite {args.command}", checkpoint_task_bytes=threshold
+        )
     if args.spark_master:
         raise ValueError("--spark-master needs --executor spark")
+    if getattr(args, "spark_checkpoint_tasks", None) is not None:
+        raise ValueError("--spark-checkpoint-tasks needs --executor spark")
     from airflow_provider_deltalite.executors import LocalExecutor
 
     return LocalExecutor(args.max_concurrent_tasks)

@@ -47,7 +47,9 @@ def _run_rewrite(args: argparse.Namespace, operation: str) -> OptimizeStats:
     check_history(table, options.history_uri)
     # a missing table or bad protocol fails before a Spark session is started; the operation plans from this snapshot,
     # which holds only the partitions `--where` selects
-    snapshot = table.planning_snapshot(None, where=options.where)
+    snapshot = None
+    if not _tasks_read_checkpoint(args, table, options.where):
+        snapshot = table.planning_snapshot(None, where=options.where)
     show_progress = not args.json and sys.stderr.isatty()
     executor = make_executor(args)
     progress = progress_bar if show_progress else None
@@ -61,6 +63,22 @@ def _run_rewrite(args: argparse.Namespace, operation: str) -> OptimizeStats:
         executor.close()
         if show_progress:
             sys.stderr.write("\n")
+
+
+def _tasks_read_checkpoint(args: argparse.Namespace, table: Any, where: str | None) -> bool:
+    """Whether Spark tasks read the checkpoint for the plan (`engine.checkpoint_tasks`): then the session starts
+    first and the operation plans with it; the listing that tells fails for a missing table before any session."""
+    if args.executor != "spark" or not where:
+        return False
+    from airflow_provider_deltalite.engine.checkpoint_tasks import (
+        DEFAULT_CHECKPOINT_TASK_BYTES,
+        listed_checkpoint_bytes,
+    )
+
+    threshold = args.spark_checkpoint_tasks
+    threshold = DEFAULT_CHECKPOINT_TASK_BYTES if threshold is None else threshold
+    size = listed_checkpoint_bytes(table.storage)
+    return size > 0 and size >= threshold
 
 
 def cmd_optimize(args: argparse.Namespace) -> None:

@@ -10,8 +10,7 @@ from airflow_provider_deltalite.maintenance.wording import human_size
 
 
 def cmd_describe(args: argparse.Namespace) -> None:
-    snap = open_table(args).snapshot(version=args.version, file_fields=DESCRIBE_FILE_FIELDS)
-    doc = describe_document(snap)
+    doc = describe_document(open_table(args).stream(args.version, file_fields=DESCRIBE_FILE_FIELDS))
     if args.json:
         return print_json(doc)
     proto = doc["protocol"]
@@ -38,8 +37,15 @@ def cmd_describe(args: argparse.Namespace) -> None:
 
 
 def cmd_files(args: argparse.Namespace) -> None:
-    snap = open_table(args).snapshot(version=args.version, timestamp=args.timestamp)
-    doc = files_document(snap)
+    where = args.where or None
+    snap = open_table(args).snapshot(version=args.version, timestamp=args.timestamp, where=where)
+    if where:
+        from airflow_provider_deltalite.engine.scan import plan_scan
+
+        # the files a scan with this filter reads: the replay kept the partitions, statistics skip the rest
+        doc = files_document(snap, plan_scan(snap, where).indexes)
+    else:
+        doc = files_document(snap)
     if args.json:
         return print_json(doc)
     print(f"version {doc['version']}: {len(doc['files'])} files")
@@ -63,7 +69,8 @@ def cmd_history(args: argparse.Namespace) -> None:
 def cmd_scan(args: argparse.Namespace) -> None:
     from airflow_provider_deltalite.engine.scan import scan
 
-    snap = open_table(args).snapshot(version=args.version)
+    # the log replay keeps only the partitions the filter may select
+    snap = open_table(args).snapshot(version=args.version, where=args.filter or None)
     columns = [c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None
     rows, metrics = scan(snap, columns=columns, filter=args.filter)
     if args.output:
@@ -77,12 +84,14 @@ def cmd_scan(args: argparse.Namespace) -> None:
         "filesSkippedByPartition": metrics.files_skipped_by_partition,
         "filesSkippedByStats": metrics.files_skipped_by_stats,
         "filesRead": metrics.files_read,
+        "prunedInReplay": metrics.pruned_in_replay,
         "output": args.output,
     }
     if args.json:
         return print_json(doc)
+    scope = " in the partitions the filter selects" if metrics.pruned_in_replay else ""
     print(
-        f"version {doc['version']}: {doc['rows']} rows from {doc['filesRead']} of {doc['filesTotal']} files "
+        f"version {doc['version']}: {doc['rows']} rows from {doc['filesRead']} of {doc['filesTotal']} files{scope} "
         f"({doc['filesSkippedByPartition']} skipped by partition, {doc['filesSkippedByStats']} by stats)"
     )
     if not args.output:

@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from airflow_provider_deltalite.engine.arrow_util import contiguous
 from airflow_provider_deltalite.engine.clustering_domain import clustering_spec
-from airflow_provider_deltalite.engine.snapshot import Snapshot, json_default
+from airflow_provider_deltalite.engine.snapshot import ReplayStream, Snapshot, json_default
 from airflow_provider_deltalite.maintenance.health.histogram import bucket_counts
 from airflow_provider_deltalite.maintenance.wording import human_size
 
@@ -38,31 +39,49 @@ def size_histogram(sizes: Sequence[int] | pa.Array) -> dict[str, int]:
 DESCRIBE_FILE_FIELDS = ("size",)
 
 
-def describe_document(snap: Snapshot) -> dict[str, Any]:
-    """What `deltalite describe --json` prints."""
-    sizes = contiguous(snap.raw_files.column("size")).fill_null(0)
+def describe_document(table: Snapshot | ReplayStream) -> dict[str, Any]:
+    """What `deltalite describe --json` prints, of a snapshot or, summed a batch at a time, of a stream (what the CLI
+    reads: memory follows a batch of file sizes, not the table)."""
+    if isinstance(table, ReplayStream):
+        snap = table.snapshot
+        files = size = 0
+        histogram: dict[str, int] = {}
+        for adds, _ in table.batches():
+            sizes = contiguous(adds.column("size")).fill_null(0)
+            files += len(sizes)
+            size += int(pc.sum(sizes).as_py() or 0)
+            for label, count in size_histogram(sizes).items():
+                histogram[label] = histogram.get(label, 0) + count
+        histogram = histogram or size_histogram(pa.array([], pa.int64()))
+    else:
+        snap = table
+        sizes = contiguous(snap.raw_files.column("size")).fill_null(0)
+        files, size, histogram = snap.num_files, snap.size_in_bytes, size_histogram(sizes)
     clustering = clustering_spec(snap)
     return {
         "table": snap.table_uri,
         "version": snap.version,
         "timestamp": snap.timestamp,
         "id": snap.table_id,
-        "numFiles": snap.num_files,
-        "sizeInBytes": snap.size_in_bytes,
+        "numFiles": files,
+        "sizeInBytes": size,
         "partitionColumns": snap.partition_columns,
         # None: not a clustered table; []: clustered on no column (CLUSTER BY NONE)
         "clusteringColumns": list(clustering.names) if clustering is not None else None,
         "schema": snap.schema,
         "protocol": {**snap.protocol.to_dict(), "features": list(snap.protocol.features)},
         "properties": snap.properties.explicit,
-        "fileSizeHistogram": size_histogram(sizes),
+        "fileSizeHistogram": histogram,
     }
 
 
-def files_document(snap: Snapshot) -> dict[str, Any]:
-    """What `deltalite files --json` prints: paths exactly as written in the log."""
+def files_document(snap: Snapshot, indexes: np.ndarray | None = None) -> dict[str, Any]:
+    """What `deltalite files --json` prints: paths exactly as written in the log (of the files at ``indexes`` of
+    ``snap.files`` when given: those a ``--where`` selects)."""
     files = snap.files
     partition = snap.partition_values
+    if indexes is not None:
+        files, partition = files.take(indexes), partition.take(indexes)
     raw = files.column("partitionValues").combine_chunks()
     raw_columns = {
         logical: raw.field(physical).to_pylist()

@@ -17,7 +17,7 @@ first, from their own columns, since binding the filter needs the latest metaDat
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 
 from airflow_provider_deltalite.engine import actions as A
 from airflow_provider_deltalite.engine.arrow_util import contiguous
+from airflow_provider_deltalite.engine.checkpoint_pages import PagedColumns
 from airflow_provider_deltalite.engine.checkpoint_reader import (
     Superseded,
     _checkpoint_projection,
@@ -116,12 +117,9 @@ def _non_file_rows(pf: pq.ParquetFile) -> pa.Table:
     others = [c for c in _NON_FILE if c in schema.names and c not in columns]
     if not columns:
         return pf.read(columns=others)
-    probe = pf.read(columns=[f"{c}.{schema.field(c).type.field(0).name}" for c in columns])
-    present = np.zeros(probe.num_rows, dtype=bool)
-    for c in columns:
-        present |= np.asarray(probe.column(c).is_valid().to_numpy(zero_copy_only=False), dtype=bool)
     if others:  # not a struct (no checkpoint writer does this): read them whole
         return pf.read(columns=columns + others)
+    present = _rows_present(pf, [f"{c}.{schema.field(c).type.field(0).name}" for c in columns])
     wanted = np.flatnonzero(present)
     if not len(wanted):
         return pa.table({c: pa.nulls(0, schema.field(c).type) for c in columns})
@@ -136,6 +134,28 @@ def _non_file_rows(pf: pq.ParquetFile) -> pa.Table:
         if offset > last:
             break
     return pa.concat_tables(pieces)
+
+
+def _rows_present(pf: pq.ParquetFile, probes: list[str]) -> np.ndarray:
+    """Rows where one of the ``probes`` leaves is not null, a row group at a time; a row group whose statistics say
+    every probe is null there is not read (the file actions' row groups of a large checkpoint). The probes are
+    fields the protocol requires of their action (minReaderVersion, id, appId, domain, version, path), so a null
+    one is a row without that action."""
+    leaves = _leaf_indexes(pf)
+    parts = []
+    for rg in range(pf.num_row_groups):
+        meta = pf.metadata.row_group(rg)
+        n = meta.num_rows
+        stats = [meta.column(leaves[p]).statistics if p in leaves else None for p in probes]
+        if all(s is not None and s.has_null_count and s.null_count == n for s in stats):
+            parts.append(np.zeros(n, dtype=bool))
+            continue
+        probe = pf.read_row_group(rg, columns=probes, use_threads=False)
+        present = np.zeros(n, dtype=bool)
+        for name in probe.column_names:
+            present |= np.asarray(probe.column(name).is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        parts.append(present)
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=bool)
 
 
 def pruned_checkpoint_file_actions(
@@ -252,10 +272,12 @@ def _file_batches(
     superseded: Superseded | None,
     seq: int,
     fields: frozenset[str] | None,
+    row_groups: Sequence[int] | None = None,
 ) -> Iterator[tuple[pa.Table, pa.Table]]:
-    """The adds and removes of one checkpoint file, a batch at a time, in deltalite's layout: with ``keep``, only
-    rows of the partitions it selects (row groups without one are not decoded beyond their partition values)."""
-    with _reading(storage, path, version) as pf:
+    """The adds and removes of one checkpoint file (of its ``row_groups`` only, when given), a batch at a time, in
+    deltalite's layout: with ``keep``, only rows of the partitions it selects (row groups without one are not
+    decoded beyond their partition values)."""
+    with _reading_source(storage, path, version) as (pf, source):
         schema = pf.schema_arrow
         kinds = [k for k in (A.ADD, A.REMOVE) if k in schema.names and pa.types.is_struct(schema.field(k).type)]
         if not kinds:
@@ -264,31 +286,110 @@ def _file_batches(
         with_parsed = [c for c in _checkpoint_projection(schema, True, fields) if c.split(".")[0] in kinds]
         leaves = _leaf_indexes(pf)
         stats_column = leaves.get(f"{A.ADD}.stats")
-        for rg in range(pf.num_row_groups):
+        paged: PagedColumns | None = None
+        footer_read = False
+        values_reader: pq.ParquetFile | None = None
+        for rg in range(pf.num_row_groups) if row_groups is None else row_groups:
             if keep is not None and not _row_group_may_match(pf, rg, keep, leaves):
                 continue
-            rows = _selected_rows(pf, rg, kinds, keep) if keep is not None else None
+            decoded: dict[str, pa.Array] = {}
+            if keep is not None and values_reader is None:
+                values_reader = _with_dictionaries(pf, source, leaves)
+            rows = _selected_rows(values_reader, rg, kinds, keep, decoded) if keep is not None else None
             if rows is not None and not rows.any():
                 continue
-            last = int(np.flatnonzero(rows)[-1]) if rows is not None else None
             # stats only in parsed form in this row group (writeStatsAsJson=false): read stats_parsed as well
             wants_stats = fields is None or "stats" in fields
             columns = with_parsed if wants_stats and _all_null(pf, rg, stats_column) else projection
-            offset = 0
-            # decoding cannot skip pages, but it can stop after the last row kept
-            for batch in pf.iter_batches(batch_size=BATCH_ROWS, row_groups=[rg], columns=columns, use_threads=False):
-                start, offset = offset, offset + batch.num_rows
-                table = pa.Table.from_batches([batch])
-                if rows is not None:
-                    assert last is not None
-                    if start > last:
-                        break
-                    chosen = rows[start:offset]
-                    if not chosen.any():
-                        continue
-                    table = table.filter(pa.array(chosen))
-                a, r, seq = _file_actions_from_checkpoint_table(table, partition_columns, seq, superseded)
-                yield a, r
+            if rows is not None and int(rows.sum()) > PAGED_MAX_ROWS:
+                # many rows kept: few pages to skip, and the kept rows are streamed a batch at a time as they are
+                for table in _kept_batches(pf, rg, columns, rows):
+                    a, r, seq = _file_actions_from_checkpoint_table(table, partition_columns, seq, superseded)
+                    yield a, r
+                continue
+            if rows is None:
+                for batch in pf.iter_batches(
+                    batch_size=BATCH_ROWS, row_groups=[rg], columns=columns, use_threads=False
+                ):
+                    table = pa.Table.from_batches([batch])
+                    a, r, seq = _file_actions_from_checkpoint_table(table, partition_columns, seq, superseded)
+                    yield a, r
+                continue
+            large = [c for c in columns if c in leaves and _chunk_bytes(pf, rg, leaves[c]) >= PAGED_COLUMN_BYTES]
+            if large and not footer_read:
+                footer_read = True
+                paged = PagedColumns.open(source)
+            chosen = pa.array(rows)
+            # the partition values the first pass decoded, and the large columns read by the pages that hold a row
+            held = {c: decoded[c].filter(chosen) for c in columns if c in decoded}
+            for column in large:
+                values = paged.rows(rg, column, rows) if paged is not None else None
+                if values is not None:
+                    held[column] = values
+            rest = [c for c in columns if c not in held]
+            table = _assemble(schema, columns, _decoded_rows(pf, rg, rest, rows), held)
+            a, r, seq = _file_actions_from_checkpoint_table(table, partition_columns, seq, superseded)
+            yield a, r
+
+
+# A column chunk at least this large (uncompressed) is read page by page when a filter keeps few of its rows: the
+# paths and JSON statistics of a checkpoint's row group. Smaller ones are decoded whole (a page is about 1 MiB).
+PAGED_COLUMN_BYTES = 1 << 20
+# Above this many kept rows in a row group few pages are skipped, and the kept rows are streamed a batch at a time.
+PAGED_MAX_ROWS = BATCH_ROWS
+
+
+def _chunk_bytes(pf: pq.ParquetFile, rg: int, leaf: int) -> int:
+    return int(pf.metadata.row_group(rg).column(leaf).total_uncompressed_size)
+
+
+def _kept_batches(pf: pq.ParquetFile, rg: int, columns: list[str], rows: np.ndarray) -> Iterator[pa.Table]:
+    """The rows ``rows`` of ``columns`` of row group ``rg``, decoded in batches up to the last row kept (pyarrow
+    cannot skip pages, but it can stop), each batch cut to its kept rows."""
+    last = int(np.flatnonzero(rows)[-1])
+    offset = 0
+    for batch in pf.iter_batches(batch_size=BATCH_ROWS, row_groups=[rg], columns=columns, use_threads=False):
+        start, offset = offset, offset + batch.num_rows
+        if start > last:
+            break
+        chosen = rows[start:offset]
+        if chosen.any():
+            yield pa.Table.from_batches([batch]).filter(pa.array(chosen))
+
+
+def _decoded_rows(pf: pq.ParquetFile, rg: int, columns: list[str], rows: np.ndarray) -> pa.Table | None:
+    """`_kept_batches` in one table (None without columns)."""
+    if not columns:
+        return None
+    return pa.concat_tables(_kept_batches(pf, rg, columns, rows))
+
+
+def _assemble(schema: pa.Schema, columns: list[str], decoded: pa.Table | None, held: dict[str, Any]) -> pa.Table:
+    """The kept rows of ``columns`` as pyarrow reads them (one struct per action, its fields in schema order), from
+    the columns decoded in the second pass and those ``held`` already (each a struct of its one field)."""
+    if not held:
+        assert decoded is not None
+        return decoded
+    out = {}
+    for kind in dict.fromkeys(c.split(".", 1)[0] for c in columns):
+        names = {c.split(".", 1)[1] for c in columns if c.split(".", 1)[0] == kind}
+        fields = [f for f in schema.field(kind).type if f.name in names]
+        whole = contiguous(decoded.column(kind)) if decoded is not None and kind in decoded.column_names else None
+        children = []
+        validity = None if whole is None else whole.is_valid()
+        for f in fields:
+            paged = held.get(f"{kind}.{f.name}")
+            if paged is not None:
+                child = paged.field(0)
+                # a one-column file has no Arrow schema of the checkpoint's: its strings may be of another width
+                children.append(child if child.type == f.type else child.cast(f.type))
+                validity = paged.is_valid() if validity is None else validity
+            else:
+                assert whole is not None
+                children.append(whole.field(f.name))
+        assert validity is not None
+        out[kind] = pa.StructArray.from_arrays(children, fields=fields, mask=pc.invert(validity))
+    return pa.table(out)
 
 
 # Bounds of this length may be truncated by their writer (the Parquet spec lets writers shorten string statistics;
@@ -368,8 +469,16 @@ def _row_group_may_match(pf: pq.ParquetFile, rg: int, keep: BoundPartitionFilter
         return True  # bounds of an unexpected type: read the row group
 
 
-def _selected_rows(pf: pq.ParquetFile, rg: int, kinds: list[str], keep: BoundPartitionFilter) -> np.ndarray:
-    """Rows of row group ``rg`` that are an add or a remove whose partition the filter may select."""
+def _selected_rows(
+    pf: pq.ParquetFile,
+    rg: int,
+    kinds: list[str],
+    keep: BoundPartitionFilter,
+    read: dict[str, pa.Array] | None = None,
+) -> np.ndarray:
+    """Rows of row group ``rg`` that are an add or a remove whose partition the filter may select (the columns
+    decoded for it go into ``read``, by name, as a struct of the one field, so the second pass need not decode them
+    again)."""
     n = pf.metadata.row_group(rg).num_rows
     selected = np.zeros(n, dtype=bool)
     columns = []
@@ -377,8 +486,10 @@ def _selected_rows(pf: pq.ParquetFile, rg: int, kinds: list[str], keep: BoundPar
         has_values = "partitionValues" in pf.schema_arrow.field(kind).type.names
         columns.append(f"{kind}.partitionValues" if has_values else f"{kind}.path")
     table = pf.read_row_group(rg, columns=columns, use_threads=False)
-    for kind in kinds:
+    for kind, name in zip(kinds, columns, strict=True):
         column = contiguous(table.column(kind))
+        if read is not None:
+            read[name] = column
         valid = np.asarray(column.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
         if "partitionValues" in column.type.names:
             selected |= valid & _partition_mask(column.field("partitionValues"), keep, n)
@@ -387,12 +498,72 @@ def _selected_rows(pf: pq.ParquetFile, rg: int, kinds: list[str], keep: BoundPar
     return selected
 
 
+def _with_dictionaries(pf: pq.ParquetFile, source: Any, leaves: dict[str, int]) -> pq.ParquetFile:
+    """``pf`` reading the keys and values of the partitionValues maps as dictionaries (the first pass): a million
+    rows hold a few thousand distinct values, and building a string per row was most of that pass's decoding."""
+    names = [f"{k}.partitionValues.key_value.{leaf}" for k in (A.ADD, A.REMOVE) for leaf in ("key", "value")]
+    wanted = [name for name in names if name in leaves]
+    if not wanted:
+        return pf
+    try:
+        return pq.ParquetFile(source, metadata=pf.metadata, read_dictionary=wanted, buffer_size=READ_BUFFER)
+    except (pa.ArrowException, KeyError, ValueError, OSError):
+        return pf
+
+
 def _partition_mask(values: pa.Array, keep: BoundPartitionFilter, n: int) -> np.ndarray:
     present = np.asarray(values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
     if pa.types.is_map(values.type):
-        raw: list[pa.Array | None] = [v.cast(pa.string()) for v in _map_lookup_many(values, keep.physical_names)]
-        return keep.mask(raw, n, present)
+        if pa.types.is_dictionary(values.type.key_type):
+            values = values.cast(pa.map_(pa.string(), values.type.item_type))
+        raw: list[pa.Array | None] = [
+            v if pa.types.is_dictionary(v.type) else v.cast(pa.string())
+            for v in _map_lookup_many(values, keep.physical_names)
+        ]
+        return _mask_of_distinct(keep, raw, n, present)
     return keep.mask_struct(values)
+
+
+# Above this many possible combinations of partition values (the product of each column's distinct values, plus
+# null) the codes would not fit an int64: the predicate is evaluated row by row.
+_DISTINCT_LIMIT = 1 << 62
+
+
+def _mask_of_distinct(
+    keep: BoundPartitionFilter, raw: list[pa.Array | None], n: int, present: np.ndarray
+) -> np.ndarray:
+    """`BoundPartitionFilter.mask`, evaluated once per distinct combination of partition values rather than per row:
+    a checkpoint's million rows hold a few thousand partitions, and parsing and comparing every row's values cost
+    as much as decoding them."""
+    codes = np.zeros(n, dtype=np.int64)
+    radix = 1
+    dictionaries: list[tuple[pa.Array | None, int]] = []
+    for values in raw:
+        if values is None:
+            dictionaries.append((None, 1))
+            continue
+        encoded = values if pa.types.is_dictionary(values.type) else pc.dictionary_encode(values)
+        size = len(encoded.dictionary) + 1  # the last code stands for null
+        if radix * size >= _DISTINCT_LIMIT:
+            plain = [None if r is None else r.cast(pa.string()) for r in raw]
+            return keep.mask(plain, n, present)
+        index = pc.fill_null(encoded.indices, size - 1).to_numpy(zero_copy_only=False).astype(np.int64)
+        codes += index * radix
+        radix *= size
+        dictionaries.append((encoded.dictionary, size))
+    if len(raw) == 1:
+        distinct, inverse = np.arange(radix, dtype=np.int64), codes
+    else:
+        distinct, inverse = np.unique(codes, return_inverse=True)
+    columns: list[pa.Array | None] = []
+    rest = distinct
+    for dictionary, size in dictionaries:
+        digit, rest = rest % size, rest // size
+        if dictionary is None:
+            columns.append(None)
+            continue
+        columns.append(dictionary.cast(pa.string()).take(pa.array(digit, mask=digit == size - 1)))
+    return keep.mask(columns, len(distinct))[inverse] | ~present
 
 
 def _all_null(pf: pq.ParquetFile, rg: int, column: int | None) -> bool:
@@ -421,6 +592,13 @@ def _read_or_unreadable(storage: Storage, path: str, version: int) -> bytes:
 @contextlib.contextmanager
 def _reading(storage: Storage, path: str, version: int) -> Iterator[Any]:
     """A checkpoint Parquet file opened for random access; any failure to read it names the file."""
+    with _reading_source(storage, path, version) as (pf, _):
+        yield pf
+
+
+@contextlib.contextmanager
+def _reading_source(storage: Storage, path: str, version: int) -> Iterator[tuple[Any, Any]]:
+    """`_reading`, with the file object too (for `PagedColumns`, which reads pages of it)."""
     name = _name(path)
     try:
         source = storage.open_data_file(storage.full_path(path)) if storage.native_files else storage.open_input(path)
@@ -428,7 +606,7 @@ def _reading(storage: Storage, path: str, version: int) -> Iterator[Any]:
         raise CheckpointUnreadable(f"checkpoint {version} is missing its file {name}", storage.table_uri) from None
     try:
         with source:
-            yield pq.ParquetFile(source, buffer_size=READ_BUFFER)
+            yield pq.ParquetFile(source, buffer_size=READ_BUFFER), source
     except FileNotFoundError:
         raise CheckpointUnreadable(f"checkpoint {version} is missing its file {name}", storage.table_uri) from None
     except (pa.ArrowException, OSError, ValueError, KeyError, IndexError) as exc:

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_provider_deltalite.engine import data_files
-from airflow_provider_deltalite.engine.errors import DeltaLiteError, InvalidExpression
+from airflow_provider_deltalite.engine.errors import DeltaLiteError, InvalidArgument, InvalidExpression
 from airflow_provider_deltalite.engine.expressions import (
     bind,
     may_match_partitions,
@@ -24,13 +24,18 @@ from airflow_provider_deltalite.engine.snapshot import Snapshot
 
 @dataclass(frozen=True)
 class ScanMetrics:
-    """What a scan read: files in the snapshot, skipped by partition values, skipped by stats, read; rows out."""
+    """What a scan read: files in the snapshot, skipped by partition values, skipped by stats, read; rows out.
+
+    ``pruned_in_replay``: the snapshot holds only the partitions the filter may select (`Table.snapshot` with
+    ``where``), so ``files_total`` counts their files and the other partitions' files were never read.
+    """
 
     files_total: int
     files_skipped_by_partition: int
     files_skipped_by_stats: int
     files_read: int
     rows: int
+    pruned_in_replay: bool = False
 
     def to_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -48,7 +53,19 @@ class ScanPlan:
 
 
 def plan_scan(snapshot: Snapshot, filter: str | None = None) -> ScanPlan:
-    """Choose the files that may hold rows matching ``filter`` (partition pruning, then min/max/nullCount skipping)."""
+    """Choose the files that may hold rows matching ``filter`` (partition pruning, then min/max/nullCount skipping).
+
+    Raises:
+        InvalidExpression: the filter does not parse or names an unknown column.
+        InvalidArgument: the snapshot holds only the partitions of another predicate (`Snapshot.pruned_by`): its
+            other partitions' files were never read, so the rows of this filter may be missing.
+    """
+    if snapshot.pruned_by is not None and snapshot.pruned_by != filter:
+        raise InvalidArgument(
+            f"the snapshot holds only the files of the partitions {snapshot.pruned_by!r} selects; scan it with that "
+            "filter, or load the table with this one (Table.snapshot(where=...))",
+            snapshot.table_uri,
+        )
     files = snapshot.files
     n = files.num_rows
     if not filter:
@@ -95,8 +112,13 @@ def scan(
 ) -> tuple[pa.Table, ScanMetrics]:
     """The rows of ``snapshot`` matching ``filter``, projected to ``columns``, with what the scan read.
 
+    A snapshot loaded with the filter as ``where`` holds only the partitions it may select, so the log replay reads
+    no file of the others (memory follows the partitions scanned, not the table).
+
     Example:
         >>> table, metrics = scan(DeltaTable("/data/events").snapshot(), filter="date = '2024-01-01'")  # doctest: +SKIP
+        >>> where = "date = '2024-01-01' AND id > 10"
+        >>> table, metrics = scan(DeltaTable("/data/events").snapshot(where=where), filter=where)  # doctest: +SKIP
     """
     schema = snapshot.arrow_schema
     if columns:
@@ -128,5 +150,6 @@ def scan(
         files_skipped_by_stats=plan.skipped_by_stats,
         files_read=len(plan.indexes),
         rows=result.num_rows,
+        pruned_in_replay=snapshot.pruned_by is not None,
     )
     return result, metrics

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_provider_deltalite.engine.catalog import resolve_location
+from airflow_provider_deltalite.engine.checkpoint_tasks import load_snapshot_with_tasks
 from airflow_provider_deltalite.engine.errors import (
     DeltaLiteError,
     InvalidArgument,
@@ -23,7 +24,7 @@ from airflow_provider_deltalite.engine.log_path import LogFileKind
 from airflow_provider_deltalite.engine.log_segment import earliest_version, list_log, load_log_segment
 from airflow_provider_deltalite.engine.partition_filter import PartitionFilter
 from airflow_provider_deltalite.engine.row_tracking import row_tracking_state
-from airflow_provider_deltalite.engine.snapshot import Snapshot, load_snapshot, stream_snapshot
+from airflow_provider_deltalite.engine.snapshot import ReplayStream, Snapshot, load_snapshot, stream_snapshot
 from airflow_provider_deltalite.engine.storage import Storage
 from airflow_provider_deltalite.engine.transaction import Transaction, start_transaction
 
@@ -90,33 +91,43 @@ class Table:
         self.uri = self.storage.table_uri
 
     def planning_snapshot(
-        self, snapshot: Snapshot | None, where: str | None = None, *, file_fields: Iterable[str] | None = None
+        self,
+        snapshot: Snapshot | None,
+        where: str | None = None,
+        *,
+        file_fields: Iterable[str] | None = None,
+        tasks: Any = None,
     ) -> Snapshot:
         """The snapshot an operation plans from: the caller's, when it has loaded one already (one log replay per
         operation, e.g. the CLI's preflight load), or the latest; with ``where`` (a predicate on partition columns)
-        only the files of the partitions it selects (`snapshot_for_partitions`).
+        only the files of the partitions it selects (`snapshot_for_partitions`, whose checkpoint ``tasks`` may read).
 
         Raises:
             InvalidArgument: ``snapshot`` is of another table.
         """
         if snapshot is None:
             if where:
-                return self.snapshot_for_partitions(where)
+                return self.snapshot_for_partitions(where, tasks=tasks)
             return self.snapshot(file_fields=file_fields)
         if snapshot.table_uri != self.uri:
             shown = redact_uri(snapshot.table_uri)
             raise InvalidArgument(f"the snapshot passed is of another table ({shown})", self.uri)
         return snapshot
 
-    def snapshot_for_partitions(self, where: str, version: int | None = None) -> Snapshot:
+    def snapshot_for_partitions(self, where: str, version: int | None = None, *, tasks: Any = None) -> Snapshot:
         """The table with only the live files of the partitions ``where`` may select (`Snapshot.pruned_by`).
 
         What a rewrite of those partitions needs, in memory that follows them rather than the table. On a table that
         assigns row ids the whole table is loaded: fresh row ids are checked against every live file's. A predicate
         that does not bind as a partition predicate gives a snapshot without files, for the operation to refuse it.
+        With ``tasks`` (a `checkpoint_tasks.CheckpointTaskRunner`, e.g. the Spark executor) a checkpoint of at least
+        its ``checkpoint_task_bytes`` is read by its tasks (`checkpoint_tasks.load_snapshot_with_tasks`).
         """
         try:
-            snapshot = load_snapshot(self.storage, version, partition_filter=PartitionFilter(where))
+            found = None
+            if tasks is not None and getattr(tasks, "checkpoint_task_bytes", None) is not None:
+                found = load_snapshot_with_tasks(self.storage, version, PartitionFilter(where), tasks)
+            snapshot = found or load_snapshot(self.storage, version, partition_filter=PartitionFilter(where))
         except InvalidExpression:
             # The operation refuses this predicate in its own words (a clustered table takes none; `where` names a
             # data column): for that it needs the table's state, never its files. This snapshot holds none
@@ -134,16 +145,23 @@ class Table:
         timestamp: datetime | int | str | None = None,
         *,
         file_fields: Iterable[str] | None = None,
+        where: str | None = None,
     ) -> Snapshot:
         """The table at ``version``, at the newest version committed at or before ``timestamp``, or the latest;
         with ``file_fields``, of the file actions only those fields besides path, deletion vector and partition
         values (`Snapshot.file_fields`: what describe and VACUUM read, without statistics).
+
+        With ``where`` (a scan filter, e.g. ``"date = '2026-11-01' AND id > 10"``) only the live files of the
+        partitions its partition conjuncts may select are read from the log (`Snapshot.pruned_by`); conjuncts on
+        other columns keep every file (`engine.scan` skips by statistics). Memory then follows those partitions.
+        Scan such a snapshot with the same filter.
 
         Raises:
             TableNotFound: the path does not exist or is not a Delta table.
             VersionNotFound: the version does not exist, or the timestamp is before the first commit.
             CorruptLog: the log cannot be replayed.
             ProtocolNotSupported: the table needs a reader feature deltalite does not implement.
+            InvalidExpression: ``where`` does not parse or names a column the table does not have.
         """
         if version is not None and timestamp is not None:
             raise ValueError("pass either version or timestamp, not both")
@@ -151,7 +169,24 @@ class Table:
             raise VersionNotFound(f"version must be a non-negative integer, not {version!r}", self.uri)
         if timestamp is not None:
             version = self.version_at(timestamp)
+        if where:
+            pruning = PartitionFilter(where, partition_columns_only=False)
+            return load_snapshot(self.storage, version, partition_filter=pruning, file_fields=file_fields)
         return load_snapshot(self.storage, version, file_fields=file_fields)
+
+    def stream(self, version: int | None = None, *, file_fields: Iterable[str] | None = None) -> ReplayStream:
+        """The table at ``version`` (None: latest) as a `ReplayStream`: its state, then its live files and
+        tombstones a batch at a time (of the file actions only ``file_fields`` besides the keys, when given), for
+        whole-table sums in memory that follows a batch rather than the table.
+
+        Example:
+            >>> sizes = sum(len(adds) for adds, _ in Table("/data/events").stream(file_fields=["size"]).batches())
+            ... # doctest: +SKIP
+
+        Raises:
+            TableNotFound, VersionNotFound, CorruptLog, ProtocolNotSupported: as `snapshot`.
+        """
+        return stream_snapshot(self.storage, version, file_fields=file_fields)
 
     def latest_version(self) -> int:
         """The newest version in the log (listing only; no replay)."""

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 
+from airflow_provider_deltalite.engine.checkpoint_tasks import DEFAULT_CHECKPOINT_TASK_BYTES
 from airflow_provider_deltalite.engine.errors import ExecutorError
 from airflow_provider_deltalite.executors import spark_tasks as tasks
 from airflow_provider_deltalite.executors.spark_errors import (
@@ -81,10 +82,14 @@ class SparkExecutor:
         spark: SparkSession,
         *,
         warm_imports: Sequence[str] = WORKER_IMPORTS,
+        checkpoint_task_bytes: int | None = DEFAULT_CHECKPOINT_TASK_BYTES,
         _owned: bool = False,
         _shown: str | None = None,
     ) -> None:
         self._spark: SparkSession | None = spark
+        # a partition-pruned replay reads a checkpoint of at least this many bytes with this executor's tasks
+        # (`engine.checkpoint_tasks`); None: always in the planning process
+        self.checkpoint_task_bytes = checkpoint_task_bytes
         self._owned = _owned
         self.remote = is_connect_session(spark)
         self.master = _shown or session_master(spark)
@@ -102,6 +107,7 @@ class SparkExecutor:
         connect_timeout: float = 5.0,
         executor_timeout: float = 60.0,
         warm_imports: Sequence[str] = WORKER_IMPORTS,
+        checkpoint_task_bytes: int | None = DEFAULT_CHECKPOINT_TASK_BYTES,
     ) -> SparkExecutor:
         """Create a SparkSession for ``master`` and wrap it; `close` stops it.
 
@@ -113,7 +119,9 @@ class SparkExecutor:
         loopback address the driver binds to 127.0.0.1 and the Python workers use this interpreter unless
         PYSPARK_PYTHON is set. ``conf`` overrides every default set here (on Spark Connect: runtime settings
         only). The workers import ``warm_imports`` before `start` returns (`warm_up`); the default is what
-        maintenance work items use (`maintenance.executor.WORKER_IMPORTS`).
+        maintenance work items use (`maintenance.executor.WORKER_IMPORTS`). An OPTIMIZE or Z-order with ``where``
+        reads a checkpoint of at least ``checkpoint_task_bytes`` (default 1 GiB; None: never) with Spark tasks,
+        one per part, sidecar or row-group range (`engine.checkpoint_tasks`), instead of in this process.
 
         Raises:
             ExecutorError: the master or server cannot be reached, no executor registered in time, another
@@ -122,7 +130,9 @@ class SparkExecutor:
         master = resolve_master(master)
         shown = shown_master(master)
         spark = start_session(master, app_name, conf, connect_timeout=connect_timeout)
-        executor = cls(spark, warm_imports=warm_imports, _owned=True, _shown=shown)
+        executor = cls(
+            spark, warm_imports=warm_imports, checkpoint_task_bytes=checkpoint_task_bytes, _owned=True, _shown=shown
+        )
         try:
             if not master.startswith(("local", "sc://")):  # a Connect server manages its own executors
                 wait_for_executor(spark.sparkContext, shown, executor_timeout)
@@ -222,6 +232,33 @@ class SparkExecutor:
                     _interrupt(spark, tag)
                 _, pending = wait(pending, timeout=0.2)
             pool.shutdown(wait=True, cancel_futures=True)
+
+    def map_tasks(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+        """Run ``fn`` on each item as one Spark task of a single query; the results in item order.
+
+        One query for all items instead of one per item (`map`): for many short items of one step, such as the
+        slices of a checkpoint (`engine.checkpoint_tasks`), one round trip to the cluster instead of one per item.
+
+        Raises:
+            DeltaLiteError: (the same class and message) when ``fn`` raised one on a worker.
+            ExecutorError: any other task or cluster failure, as one line with the worker's exception and message.
+        """
+        items = list(items)
+        if not items:
+            return []
+        spark = self._session()
+        self._ship_engine(spark)
+        job = self._job(spark, (fn, items))
+        n = len(items)
+        table = self._collect(
+            lambda: spark.range(0, n, 1, n).mapInArrow(functools.partial(tasks.run_items, job), tasks.SCHEMA_DDL),
+            _label(fn),
+        )
+        values = list(_values(table))
+        order = table.column("reducer").to_pylist()
+        if sorted(order) != list(range(n)):
+            raise ExecutorError(f"Spark job for {_label(fn)} on {self.master} returned {len(order)} of {n} results")
+        return [value for _, value in sorted(zip(order, values, strict=True), key=lambda p: p[0])]
 
     def map_reduce(
         self,

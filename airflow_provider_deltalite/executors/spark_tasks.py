@@ -107,6 +107,19 @@ def run_item(job: Job, index: int, batches: Iterator[pa.RecordBatch]) -> Iterato
     yield result_batch([(0, status, dumps(value))])
 
 
+def run_items(job: Job, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Runs on the Spark worker: `run_item` for every item index in ``batches`` (a partition of one query whose rows
+    are the item indexes: `SparkExecutor.map_tasks`), each result tagged with its index."""
+    fn, items = job.load()
+    for batch in batches:
+        for index in batch.column(0).to_pylist():
+            try:
+                status, value = OK, fn(items[index])
+            except DeltaLiteError as exc:
+                status, value = error_record(exc)
+            yield result_batch([(index, status, dumps(value))])
+
+
 def map_side(job: Job, keys: Sequence[int], batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Runs on the Spark worker: the map stage of `SparkExecutor.map_reduce` for the item indexes in ``batches``
     (``job`` holds ``(map_fn, items, reduce_fn)``).

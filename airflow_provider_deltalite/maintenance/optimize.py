@@ -221,7 +221,7 @@ def optimize(
     """
     opts = OptimizeOptions.resolve(options, fields, table.uri)
     start_ms = int(time.time() * 1000)
-    snapshot = table.planning_snapshot(snapshot, where=opts.where)
+    snapshot = table.planning_snapshot(snapshot, where=opts.where, tasks=executor)
     ensure_can_add_files(snapshot)
     spec = clustering_spec(snapshot)
     if spec is not None and spec.columns:

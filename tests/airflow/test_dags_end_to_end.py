@@ -1,10 +1,14 @@
-"""The example DAGs end to end: ``airflow dags test`` in a migrated Airflow home, spark-submit on real Spark.
+"""The example DAGs end to end through `make demo`, and their branch and summary callables.
 
-- `make demo` (``python -m airflow_provider_deltalite demo``) runs ``deltalite_nightly_compaction`` on local Spark;
-  its XComs are checked against the commits in the log, its rows against delta-rs 1.6.3.
-- ``deltalite_retention_enforcement`` runs on a standalone Spark cluster (master and two workers on 127.0.0.1) and
-  takes the vacuum branch; its branch callables are checked on both sides of the thresholds.
-- A run whose optimize gets a ``where`` on a data column fails with the engine's one line in the task log.
+- `make demo` (``python -m airflow_provider_deltalite demo``: ``airflow dags test`` in a migrated Airflow home)
+  runs ``deltalite_nightly_compaction`` on local Spark; its XComs are checked against the commits in the log, its
+  rows against delta-rs 1.6.3.
+- ``deltalite_retention_enforcement``'s branch callables are checked on both sides of the thresholds, the nightly
+  summary's wording on a skipped OPTIMIZE.
+
+The retention DAG's vacuum branch and a nightly run that fails on a bad ``where`` run in the real deployment
+(`test_deployment.py`), where a DAG run costs its task processes only, not an ``airflow dags test`` process and a
+standalone cluster of its own; spark-submit on a standalone cluster is `tests/maintenance/test_vacuum_spark.py`'s.
 """
 
 from __future__ import annotations
@@ -22,10 +26,8 @@ import deltalake
 import pyarrow as pa
 import pytest
 
-from airflow_provider_deltalite import DeltaTable
 from airflow_provider_deltalite.demo import (
     DAG_ID,
-    FAST_JVM_CONF,
     create_small_file_table,
     example_dags_dir,
     read_return_values,
@@ -130,26 +132,6 @@ def test_make_demo_runs_the_nightly_dag_and_every_number_matches_the_log(tmp_pat
     assert _rows(str(table)) == _rows(str(reference))
 
 
-@pytest.fixture(scope="module")
-def vacuum_ready(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A table with 8 files waiting for VACUUM (an in-process OPTIMIZE replaced them by 2)."""
-    table = tmp_path_factory.mktemp("retention") / "events"
-    create_small_file_table(str(table), files=8, rows_per_file=50)
-    DeltaTable(str(table)).optimize()
-    assert len(_data_files(table)) == 10
-    return table
-
-
-def _retention_conf(table: Path, **overrides: Any) -> dict[str, Any]:
-    return {
-        "table_uri": str(table),
-        "retention_hours": 0,
-        "enforce_retention_duration": False,
-        "spark_conf": FAST_JVM_CONF,
-        **overrides,
-    }
-
-
 def test_retention_enforcement_branches_on_the_dry_run_thresholds() -> None:
     # The branch callables of the DAG itself, on dry-run stats either side of the thresholds (the run below takes
     # the vacuum branch for real).
@@ -171,51 +153,6 @@ def test_retention_enforcement_branches_on_the_dry_run_thresholds() -> None:
         "min_bytes_to_delete=1000, nothing deleted",
         "numFilesToDelete": 99,
     }
-
-
-def test_retention_enforcement_vacuums_on_a_standalone_cluster(
-    airflow_home: Any, vacuum_ready: Path, spark_cluster: str
-) -> None:
-    expired = _data_files(vacuum_ready) - _live_files(vacuum_ready)
-    assert len(expired) == 8
-    standalone = json.dumps({"conn_type": "spark", "host": spark_cluster, "extra": {"deploy-mode": "client"}})
-    out = _dags_test(
-        airflow_home,
-        RETENTION_DAG,
-        _retention_conf(vacuum_ready, min_files_to_delete=1, spark_conn_id="standalone"),
-        extra_env={"AIRFLOW_CONN_STANDALONE": standalone},
-    )
-    assert out.returncode == 0, out.stdout[-3000:]
-    assert f"--master {spark_cluster}" in out.stdout
-    result = read_return_values(airflow_home.env, RETENTION_DAG)
-    assert result["tasks"] == {
-        "check_table": "success",
-        "vacuum_dry_run": "success",
-        "decide": "success",
-        "report_retained": "skipped",
-        "vacuum": "success",
-    }
-    vacuum = result["xcoms"]["vacuum"]
-    assert (vacuum["isDryRun"], vacuum["numFilesToDelete"], vacuum["objectsDeleted"]) == (False, 8, 8)
-    assert (vacuum["executor"], vacuum["skippedReason"]) == ("spark", None)
-    assert _data_files(vacuum_ready) == _live_files(vacuum_ready)
-    assert len(_live_files(vacuum_ready)) == 2
-
-
-def test_a_failing_optimize_fails_the_run_with_the_engines_line_in_the_task_log(
-    airflow_home: Any, tmp_path: Path
-) -> None:
-    table = tmp_path / "events"
-    create_small_file_table(str(table), files=4, rows_per_file=20)
-    out = _dags_test(airflow_home, DAG_ID, {"table_uri": str(table), "where": "amount > 3"})
-    assert out.returncode == 1
-    line = f"table {table}: where may only reference partition columns; 'amount' is not one (partition columns: date)"
-    assert line in out.stdout
-    result = read_return_values(airflow_home.env, DAG_ID)
-    assert result["state"] == "failed"
-    assert result["tasks"]["optimize"] == "failed"
-    assert {result["tasks"][t] for t in ("zorder", "vacuum", "summary")} == {"upstream_failed"}
-    assert DeltaTable(str(table)).latest_version() == 4  # nothing committed
 
 
 def test_the_nightly_summary_says_skipped_when_optimize_rewrote_nothing() -> None:

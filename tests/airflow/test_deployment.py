@@ -6,10 +6,13 @@ supervisor and talk to the metadata database only through the api-server's execu
 the triggerer. DAG runs are started with the CLI; task states, XComs and trigger rows are read from the database,
 tables with delta-rs.
 
-- Unpaused with their placeholder tables, the nightly and the sensor examples each get a scheduled run that ends
-  at once, every task skipped, with one log line naming the missing table.
+- Unpaused with their placeholder tables, the nightly, retention and sensor examples each get a scheduled run that
+  ends at once, every task skipped, with one log line naming the missing table.
 - The nightly DAG compacts 24 small files into 2 (spark-submit on local Spark), Z-orders and vacuums them; every
   XCom agrees with the log and delta-rs reads the same rows.
+- The retention DAG takes its vacuum branch (two spark-submits on local Spark) and deletes exactly the 8 expired files.
+- A nightly run whose optimize gets a ``where`` on a data column fails in the worker, before any JVM, with the
+  engine's one line in the task log; the later tasks are upstream_failed and nothing is committed.
 - The sensor DAG defers to the triggerer, stays deferred through an OPTIMIZE and a VACUUM, and fires within seconds
   of an append; its XCom is the exact payload. (Whether the trigger blocks the triggerer's event loop is measured in
   `test_trigger_event_loop.py`: here the triggerer's own database work on sqlite, on a loaded machine, already
@@ -26,6 +29,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import deltalake
 import pyarrow as pa
@@ -41,6 +45,7 @@ from tests.executors.spark_cluster import free_port
 pytestmark = pytest.mark.slow
 
 NIGHTLY, SENSOR, LAKE = "deltalite_nightly_compaction", "deltalite_new_commits_trigger", "deltalite_maintain_lake"
+RETENTION = "deltalite_retention_enforcement"
 PLACEHOLDER = "/tmp/deltalite-example/events"
 LAKE_PLACEHOLDER = "/tmp/deltalite-example"
 POLL_SECONDS = 1
@@ -50,6 +55,22 @@ NIGHTLY_CONF = {
     "enforce_retention_duration": False,
     "spark_conf": FAST_JVM_CONF,
 }
+RETENTION_CONF = {
+    "retention_hours": 0,
+    "enforce_retention_duration": False,
+    "min_files_to_delete": 1,
+    "spark_conf": FAST_JVM_CONF,
+}
+
+
+def _data_files(table: Path) -> set[str]:
+    return {str(p.relative_to(table)) for p in table.rglob("*.parquet") if "_delta_log" not in p.parts}
+
+
+def _live_files(table: Path) -> set[str]:
+    """delta-rs' live files, relative to the table."""
+    uris = deltalake.DeltaTable(str(table)).file_uris()
+    return {str(Path(unquote(u.removeprefix("file://"))).relative_to(table)) for u in uris}
 
 
 def _rows(path: Path) -> collections.Counter:
@@ -59,10 +80,13 @@ def _rows(path: Path) -> collections.Counter:
 class Deployment:
     """The running components, the CLI, and what the metadata database and the task logs say."""
 
-    def __init__(self, stack: AirflowStack, home: AirflowHome, missing: Path, nightly: Path, lake: Path) -> None:
-        self.stack, self.home, self.missing, self.nightly, self.lake = stack, home, missing, nightly, lake
-        self.nightly_rows = _rows(nightly)
-        self.lake_rows = {name: _rows(lake / name) for name in ("orders", "visits")}
+    def __init__(self, stack: AirflowStack, home: AirflowHome, missing: Path, root: Path) -> None:
+        self.stack, self.home, self.missing = stack, home, missing
+        self.nightly, self.lake = root / "nightly" / "events", root / "lake"
+        self.retention, self.failing = root / "retention" / "events", root / "failing" / "events"
+        self.nightly_rows = _rows(self.nightly)
+        self.lake_rows = {name: _rows(self.lake / name) for name in ("orders", "visits")}
+        self.expired = _data_files(self.retention) - _live_files(self.retention)  # the 8 files OPTIMIZE replaced
 
     def cli(self, *args: str) -> str:
         out = self.home.run(*args, timeout=120)
@@ -82,14 +106,14 @@ class Deployment:
         rows = self.stack.query(f"SELECT state FROM dag_run WHERE dag_id = '{dag_id}' AND run_id = '{run_id}'")
         return rows[0][0] if rows else None
 
-    def wait_run(self, dag_id: str, run_id: str, timeout: float = 600) -> str:
+    def wait_run(self, dag_id: str, run_id: str, timeout: float = 600, *, may_fail: bool = False) -> str:
         deadline = time.monotonic() + timeout
         while (state := self.run_state(dag_id, run_id)) not in ("success", "failed"):
             self.stack.check_running()
             if time.monotonic() > deadline:
                 pytest.fail(f"{dag_id} {run_id} still {state} after {timeout} s: {self.states(dag_id, run_id)}")
             time.sleep(0.5)
-        if state == "failed":  # say which task failed, and how
+        if state == "failed" and not may_fail:  # say which task failed, and how
             states = self.states(dag_id, run_id)
             failed = [t for t, st in states.items() if st == "failed"]
             logs = {t: self.task_logs(dag_id, run_id, t)[-3000:] for t in failed}
@@ -153,7 +177,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
     dags = root / "dags"
     dags.mkdir()
     missing = root / "deltalite-example" / "events"
-    for name in ("nightly_compaction.py", "new_commits_trigger.py"):
+    for name in ("nightly_compaction.py", "new_commits_trigger.py", "retention_enforcement.py"):
         text = (EXAMPLE_DAGS / name).read_text()
         assert text.count(PLACEHOLDER) == 1, name
         (dags / name).write_text(text.replace(PLACEHOLDER, str(missing)))
@@ -161,6 +185,10 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
     assert text.count(LAKE_PLACEHOLDER) == 1
     (dags / "maintain_lake.py").write_text(text.replace(LAKE_PLACEHOLDER, str(missing.parent)))
     create_small_file_table(str(root / "nightly" / "events"), files=24, rows_per_file=50)
+    # 8 files waiting for VACUUM: an in-process OPTIMIZE replaced them by 2
+    create_small_file_table(str(root / "retention" / "events"), files=8, rows_per_file=50)
+    assert DeltaTable(str(root / "retention" / "events")).optimize().num_files_added == 2
+    create_small_file_table(str(root / "failing" / "events"), files=4, rows_per_file=20)
     for name in ("orders", "visits"):
         create_small_file_table(str(root / "lake" / name), files=12, rows_per_file=20)
     port = free_port()
@@ -173,10 +201,16 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
         "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
         # one secret for the api-server that checks the workers' tokens and the scheduler that issues them
         "AIRFLOW__API_AUTH__JWT_SECRET": "deltalite-deployment-test-secret",
-        "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "5",
-        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+        # the DAG files are parsed once, when the dag-processor starts: they do not change during the test, and each
+        # parse of four DAG files costs a process and seconds of CPU that the rest of the suite wants
+        "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3600",
+        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "3600",
         "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "1",
         "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "1",
+        # a task process waits this long for each execution-API answer (default 5 s): on two cores shared with the
+        # rest of the suite, the api-server can take longer while a dozen task processes start at once, and the
+        # supervisor then kills the task before it ran ("httpx.ReadTimeout" in the scheduler's log)
+        "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "60",
         "DELTALITE_EXAMPLE_POLL_SECONDS": str(POLL_SECONDS),
     }
     home = AirflowHome(home.path, env)
@@ -198,18 +232,25 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
             except OSError:
                 healthy = False
             parsed = {d for (d,) in stack.query("SELECT dag_id FROM serialized_dag")} if healthy else set()
-            if {NIGHTLY, SENSOR, LAKE} <= parsed:
+            if {NIGHTLY, SENSOR, LAKE, RETENTION} <= parsed:
                 break
             if time.monotonic() > deadline:
                 pytest.fail(f"the deployment did not come up: api-server healthy {healthy}, DAGs parsed {parsed}")
             time.sleep(0.5)
-        deployment = Deployment(stack, home, missing, root / "nightly" / "events", root / "lake")
+        deployment = Deployment(stack, home, missing, root)
         # Unpaused as a user would, with the placeholder tables: each gets a scheduled run (the first test checks
-        # them). The nightly run starts now, so that its three spark-submits overlap the sensor test.
-        for dag_id in (NIGHTLY, SENSOR, LAKE):
-            deployment.cli("dags", "unpause", dag_id)
+        # them). The other runs start now, so that their spark-submits overlap the sensor test.
+        # one CLI process for the four (each `airflow` process costs seconds of CPU importing Airflow)
+        example_ids = "|".join((NIGHTLY, SENSOR, LAKE, RETENTION))
+        unpaused = deployment.cli(
+            "dags", "unpause", "--treat-dag-id-as-regex", "--yes", "-o", "plain", f"^({example_ids})$"
+        )
+        assert {NIGHTLY, SENSOR, LAKE, RETENTION} <= set(unpaused.split()), unpaused
         deployment.trigger(NIGHTLY, "nightly-1", NIGHTLY_CONF | {"table_uri": str(deployment.nightly)})
         deployment.trigger(LAKE, "lake-1", {"prefixes": [str(deployment.lake)]})
+        deployment.trigger(RETENTION, "retention-1", RETENTION_CONF | {"table_uri": str(deployment.retention)})
+        bad_where = {"table_uri": str(deployment.failing), "where": "amount > 3"}
+        deployment.trigger(NIGHTLY, "nightly-bad-where", NIGHTLY_CONF | bad_where)
         yield deployment
     finally:
         stack.stop_all()
@@ -219,7 +260,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
 def test_unpaused_examples_without_their_table_skip_their_scheduled_run_with_one_line(deployment: Deployment) -> None:
     missing = deployment.missing
     line = f"table {missing}: path does not exist; skipping this run (set the DAG param table_uri to a Delta table)"
-    for dag_id in (NIGHTLY, SENSOR):
+    for dag_id in (NIGHTLY, SENSOR, RETENTION):
         deadline = time.monotonic() + 120
         sql = f"SELECT run_id FROM dag_run WHERE dag_id = '{dag_id}' AND run_type = 'scheduled'"
         while not (runs := deployment.stack.query(sql)):
@@ -333,3 +374,40 @@ def test_the_lake_dag_plans_once_and_maintains_each_chosen_table(deployment: Dep
         assert len(table.file_uris()) == 2  # one file per partition (two dates)
         assert table.history(1)[0]["operation"] == "OPTIMIZE"
     assert sorted(xcoms["summary"]) == [f"{u}: chosen: optimize; files 12 -> 2" for u in uris]
+
+
+def test_the_retention_dag_takes_its_vacuum_branch_and_deletes_exactly_the_expired_files(
+    deployment: Deployment,
+) -> None:
+    table = deployment.retention
+    assert deployment.wait_run(RETENTION, "retention-1") == "success"
+    assert deployment.states(RETENTION, "retention-1") == {
+        "check_table": "success",
+        "vacuum_dry_run": "success",
+        "decide": "success",
+        "report_retained": "skipped",
+        "vacuum": "success",
+    }
+    xcoms = deployment.xcoms(RETENTION, "retention-1")
+    dry_run, vacuum = xcoms["vacuum_dry_run"], xcoms["vacuum"]
+    # the dry run names exactly the files the OPTIMIZE replaced ("objectsDeleted": those that would be deleted)
+    assert (dry_run["isDryRun"], dry_run["numFilesToDelete"], dry_run["objectsDeleted"]) == (True, 8, 8)
+    assert {f["path"] for f in dry_run["filesToDelete"]} == deployment.expired
+    assert len(deployment.expired) == 8
+    assert (vacuum["isDryRun"], vacuum["numFilesToDelete"], vacuum["objectsDeleted"]) == (False, 8, 8)
+    assert (vacuum["executor"], vacuum["skippedReason"], vacuum["committedVersions"]) == ("spark", None, [10, 11])
+    # delta-rs: everything expired is gone, everything live is there
+    assert _data_files(table) == _live_files(table)
+    assert len(_live_files(table)) == 2
+
+
+def test_a_failing_optimize_fails_the_run_with_the_engines_line_in_the_task_log(deployment: Deployment) -> None:
+    table = deployment.failing
+    assert deployment.wait_run(NIGHTLY, "nightly-bad-where", may_fail=True) == "failed"
+    states = deployment.states(NIGHTLY, "nightly-bad-where")
+    assert (states["check_table"], states["optimize"]) == ("success", "failed")
+    assert {states[t] for t in ("zorder", "vacuum", "summary")} == {"upstream_failed"}
+    line = f"table {table}: where may only reference partition columns; 'amount' is not one (partition columns: date)"
+    assert line in deployment.task_logs(NIGHTLY, "nightly-bad-where", "optimize")
+    assert DeltaTable(str(table)).latest_version() == 4  # nothing committed
+    assert len(_data_files(table)) == 4  # nothing written

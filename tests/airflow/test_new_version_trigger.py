@@ -321,10 +321,11 @@ def stack(tmp_path: Path) -> Iterator[tuple[AirflowStack, Path]]:
         **airflow_home.env,
         "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
         "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
-        # Assets are activated by the scheduler and a watcher registered on the next parse: make both quick.
+        # Assets are activated by the scheduler and a watcher registered on the next parse: make both quick (every
+        # 3 s, not every second: each parse is a process and CPU the rest of the suite shares, for the whole test).
         "AIRFLOW__SCHEDULER__PARSING_CLEANUP_INTERVAL": "1",
-        "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "1",
-        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "1",
+        "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3",
+        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "3",
         # No API server runs: the asset-triggered run's task fails fast on a port nothing listens on.
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": "http://127.0.0.1:9/execution/",
         "DELTALITE_EXAMPLE_TABLE_URI": str(table),

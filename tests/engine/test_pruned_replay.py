@@ -19,7 +19,7 @@ from airflow_provider_deltalite.engine.checkpoint_writer import write_checkpoint
 from airflow_provider_deltalite.engine.errors import DeltaLiteError, InvalidExpression, TransactionError
 from airflow_provider_deltalite.engine.expressions import bind, may_match_partitions, parse_expression
 from airflow_provider_deltalite.engine.partition_filter import PartitionFilter
-from airflow_provider_deltalite.engine.snapshot import Snapshot, advance_snapshot, load_snapshot
+from airflow_provider_deltalite.engine.snapshot import Snapshot, advance_snapshot, load_snapshot, stream_snapshot
 from airflow_provider_deltalite.engine.storage.table_storage import Storage
 from airflow_provider_deltalite.maintenance.optimize import optimize
 from airflow_provider_deltalite.table import DeltaTable
@@ -377,6 +377,9 @@ def test_describe_and_vacuum_fields_give_what_the_whole_snapshot_gives_on_every_
             continue
         sizes = load_snapshot(storage, file_fields=DESCRIBE_FILE_FIELDS)
         assert describe_document(sizes) == describe_document(full), entry.name
+        # what the CLI prints: the sizes summed a batch at a time
+        streamed = stream_snapshot(storage, file_fields=DESCRIBE_FILE_FIELDS)
+        assert describe_document(streamed) == describe_document(full), entry.name
         vacuum_view = load_snapshot(storage, file_fields=VACUUM_FILE_FIELDS)
         for horizon in (0, full.timestamp + 1):
             mine, theirs = protected_files(vacuum_view, horizon), protected_files(full, horizon)
@@ -469,9 +472,9 @@ def test_row_groups_of_other_partitions_are_skipped_on_their_parsed_partition_va
     decoded: list[int] = []
     real = checkpoint_stream._selected_rows
 
-    def counting(pf, rg, kinds, keep):
+    def counting(pf, rg, kinds, keep, *read):
         decoded.append(rg)
-        return real(pf, rg, kinds, keep)
+        return real(pf, rg, kinds, keep, *read)
 
     monkeypatch.setattr(checkpoint_stream, "_selected_rows", counting)
     # no partition is null: no row group's values are decoded for IS NULL

@@ -27,8 +27,9 @@ from airflow_provider_deltalite.executors.spark import SparkExecutor
 from airflow_provider_deltalite.executors.spark_errors import error_from_record, error_record, worker_exception
 from airflow_provider_deltalite.jobs import driver
 from airflow_provider_deltalite.maintenance.options import OptimizeOptions, VacuumOptions, ZOrderOptions
-from tests.executors.spark_cluster import FAST_JVM_CONF, free_port
+from tests.executors.spark_cluster import FAST_JVM_CONF, free_port, spark_submit
 from tests.helpers import CORPUS, copy_table
+from tests.maintenance.test_zorder import _flows, _rows
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
@@ -342,6 +343,30 @@ def test_standalone_cluster_gives_the_same_results(spark_cluster: str) -> None:
         4,
     ]
     assert report["plain"] == f"Spark task fail_plainly failed on {spark_cluster}: ValueError: bad item 3 second line"
+
+
+@pytest.mark.slow
+def test_spark_submit_zorder_on_a_standalone_cluster(spark_cluster: str, tmp_path: Path) -> None:
+    # the spark-submit job on the cluster's executors: the Z-order shuffle exchanges rows between two executor JVMs
+    path = _flows(tmp_path / "t", files=6, rows=2000, partitioned=True)
+    before = _rows(path)
+    result = tmp_path / "result.json"
+    out = spark_submit(
+        spark_cluster,
+        ["zorder", "--table", str(path), "--columns", "sourceIP,destIP", "--curve", "hilbert", "--result", str(result)],
+        {},
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    stats = json.loads(result.read_text())
+    assert (stats["executor"], stats["totalClusterParallelism"]) == ("spark", 2)
+    assert (stats["readVersion"], stats["committedVersion"], stats["numFilesRemoved"], stats["numFilesAdded"]) == (
+        5,
+        6,
+        12,
+        2,
+    )
+    assert stats["zOrderStats"]["numOutputCubes"] == 2
+    assert _rows(path) == before
 
 
 # -- the spark-submit job ------------------------------------------------------------------------------------------

@@ -1,16 +1,17 @@
 """The README's install commands, run as they are against the package index in fresh environments (no constraints
 file), for a new user and for users whose environment already has pyspark-client 4.0 or 4.1; then one OPTIMIZE in
-each on local Spark and over Spark Connect, and one through the environment's own spark-submit.
+each on local Spark, over Spark Connect (the new user's and the 4.1 client; the 4.0 client meets servers in
+tests/executors/test_spark_versions.py), and one through the new user's spark-submit.
 
 The only thing not taken from the index is this package, which is not published there: it is built from the checkout
 into a wheel that uv finds through ``UV_FIND_LINKS``. ``pip`` in the README's lines is uv's (``pip() { uv pip "$@"; }``,
 the README's own "with uv" spelling): uv installs from its cache, which keeps three fresh environments of Airflow within
 the suite's time. Classic pyspark is published as a source distribution only, whose build (a 400 MB wheel) takes
 minutes, and uv builds it again whenever its HTTP cache re-downloads the source (here: every time). So before the
-README's second line runs, the pyspark release it will ask for (the installed pyspark-client's) is put in the same
-find-links directory as a wheel, built once by ``pip wheel`` (pip keeps built wheels in its own cache, keyed by the
-source's address) and kept in ``.venv/pyspark-wheels``: uv still resolves the version from the index, and prefers the
-wheel to building the source again.
+README's second line runs, the pyspark release it will ask for (the installed pyspark-client's) is offered as a wheel
+in a second find-links directory, the Makefile's wheel directory (``~/.cache/deltalite-tests/wheels``, shared by every
+checkout), built there once by ``pip wheel`` (pip keeps built wheels in its own cache, keyed by the source's
+address): uv still resolves the version from the index, and prefers the wheel to building the source again.
 
 What the index resolves today is what a user gets; the assertions are about that: the classic pyspark installed is
 the very release of the pyspark-client installed, a user's own pyspark-client stays as it was, and every Spark run
@@ -24,6 +25,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -46,7 +48,11 @@ ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 MARKER = "<!-- tests/install/test_index_install.py runs the two commands below"
 UV = Path(sys.executable).with_name("uv")
-PYSPARK_WHEELS = Path(sys.prefix) / "pyspark-wheels"  # in the test venv: `make clean` removes it
+# The Makefile's wheel directory (its WHEELS, exported as DELTALITE_WHEELS): outside the checkout, so that every
+# checkout's runs find the same files and uv, which caches a local wheel by its path and time, unpacks each once.
+PYSPARK_WHEELS = Path(
+    os.environ.get("DELTALITE_WHEELS", Path.home() / ".cache" / "deltalite-tests" / "wheels")
+).expanduser()
 
 # Who installs: nothing yet, or an environment (an Airflow image, say) that already has this pyspark-client.
 USERS = {
@@ -103,34 +109,22 @@ def _versions(installed: Installed) -> dict[str, str | None]:
     return json.loads(_checked(installed.run(installed.python, "-c", code), "reading versions").stdout)
 
 
-def _pyspark_wheel(version: str | None, wheels: Path) -> None:
-    """A wheel of classic pyspark ``version`` in ``wheels``: from `PYSPARK_WHEELS`, built there by pip once."""
+def _pyspark_wheel(version: str | None) -> None:
+    """A wheel of classic pyspark ``version`` in `PYSPARK_WHEELS`, built there by pip once (in a directory of its
+    own, then renamed into place: another checkout's run may be reading the directory)."""
     assert version is not None, "the README's first line installed no pyspark-client"
     name = f"pyspark-{version}-py2.py3-none-any.whl"
-    if not (PYSPARK_WHEELS / name).exists():
-        PYSPARK_WHEELS.mkdir(exist_ok=True)
-        out = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "wheel",
-                "--quiet",
-                "--no-deps",
-                "-w",
-                str(PYSPARK_WHEELS),
-                f"pyspark=={version}",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=1800,
-            check=False,
-        )
-        assert out.returncode == 0, out.stderr[-3000:]
+    if (PYSPARK_WHEELS / name).exists():
+        return
+    PYSPARK_WHEELS.mkdir(parents=True, exist_ok=True)
+    build = Path(tempfile.mkdtemp(prefix=".build-", dir=PYSPARK_WHEELS))
     try:
-        os.link(PYSPARK_WHEELS / name, wheels / name)
-    except OSError:  # another file system
-        shutil.copy(PYSPARK_WHEELS / name, wheels / name)
+        pip = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(build), f"pyspark=={version}"]
+        out = subprocess.run(pip, capture_output=True, text=True, timeout=1800, check=False)
+        assert out.returncode == 0, out.stderr[-3000:]
+        os.replace(build / name, PYSPARK_WHEELS / name)
+    finally:
+        shutil.rmtree(build, ignore_errors=True)
 
 
 def _install(user: str, client: str | None, work: Path, package: Path) -> Installed:
@@ -148,9 +142,8 @@ def _install(user: str, client: str | None, work: Path, package: Path) -> Instal
         PYSPARK_PYTHON=str(venv / "bin" / "python"),
         SPARK_LOCAL_IP="127.0.0.1",
     )
-    wheels = work / f"wheels-{venv.name}"  # this package's wheel (not on the index), and the pyspark this user needs
-    shutil.copytree(package, wheels)
-    env["UV_FIND_LINKS"] = str(wheels)
+    # this package's wheel (not on the index), and the wheels of the pyspark releases a user may need
+    env["UV_FIND_LINKS"] = f"{package},{PYSPARK_WHEELS}"
     installed = Installed(user, venv, env, None, {}, 0.0)
     _checked(installed.run(str(UV), "venv", "--quiet", "--python", _base_python(), str(venv)), f"{user}: uv venv")
     if client is not None:  # the environment the user already had
@@ -159,7 +152,7 @@ def _install(user: str, client: str | None, work: Path, package: Path) -> Instal
     first, second = readme_install_commands()
     for line in (first, second):
         if line is second:  # the pyspark it asks for, as a wheel uv finds (module docstring)
-            _pyspark_wheel(_versions(installed)["pyspark-client"], wheels)
+            _pyspark_wheel(_versions(installed)["pyspark-client"])
         script = 'set -euo pipefail\npip() { uv pip "$@"; }\n' + line + "\n"
         _checked(installed.run("bash", "-c", script, timeout=900), f"{user}: the README's {line!r}")
     installed.versions = _versions(installed)
@@ -245,7 +238,9 @@ def test_optimize_on_local_spark(
     _optimized_as_locally(table, stats, small_files)
 
 
-@pytest.mark.parametrize("user", list(USERS))
+# The 4.0 client against other servers is tests/executors/test_spark_versions.py's (4.0 and 4.3 servers); here the
+# clients no other test runs: this environment's 4.2 as a user gets it, and 4.1.
+@pytest.mark.parametrize("user", ["new user", "pyspark-client 4.1"])
 def test_optimize_over_spark_connect(
     environments: dict[str, Installed],
     small_files: tuple[Path, list[tuple], int],
@@ -253,7 +248,7 @@ def test_optimize_over_spark_connect(
     tmp_path: Path,
     user: str,
 ) -> None:
-    # each environment's client (4.2, 4.0, 4.1) against the suite's 4.2 server
+    # the environment's client (4.2 or 4.1) against the suite's 4.2 server
     installed = environments[user]
     table = copy_table(small_files[0], tmp_path / "events")
     args = ["optimize", str(table), "--executor", "spark", "--spark-master", spark_connect_server, "--json"]

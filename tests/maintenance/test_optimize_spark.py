@@ -53,7 +53,9 @@ def test_spark_and_local_executors_write_the_same_files(spark_any: SparkExecutor
 
 
 @pytest.mark.slow
-def test_spark_submit_job_compacts_on_a_standalone_cluster(spark_cluster: str, tmp_path: Path) -> None:
+def test_spark_submit_job_compacts_from_the_shipped_zip(tmp_path: Path) -> None:
+    # local[2]: the job and its tasks on a standalone cluster's executors are tests/executors/test_spark.py's (one
+    # cluster for the suite's cluster tests, in one file)
     path = tmp_path / "t"
     for k in range(6):
         data = pa.table({"id": pa.array(range(k * 10, k * 10 + 10), pa.int64()), "p": ["a", "b"] * 5})
@@ -63,7 +65,7 @@ def test_spark_submit_job_compacts_on_a_standalone_cluster(spark_cluster: str, t
     options_file.write_text(json.dumps({}))
     result = tmp_path / "result.json"
     out = spark_submit(
-        spark_cluster,
+        "local[2]",
         ["optimize", "--table", str(path), "--result", str(result), "--storage-options-file", str(options_file)],
         {},
     )

@@ -19,7 +19,6 @@ from airflow_provider_deltalite.executors import LocalExecutor
 from airflow_provider_deltalite.executors.spark import SparkExecutor
 from airflow_provider_deltalite.maintenance.clustering import shuffle as clustering_shuffle
 from airflow_provider_deltalite.maintenance.clustering.zorder import zorder
-from tests.executors.spark_cluster import spark_submit
 from tests.helpers import copy_table
 from tests.maintenance.test_zorder import _flows, _rows
 
@@ -155,26 +154,3 @@ def _total_or_fail(side: str, reducer: int, payloads: Any) -> int:
     if side == "reduce" and reducer == 1:
         raise InvalidArgument("bad reduce", None)
     return count
-
-
-@pytest.mark.slow
-def test_spark_submit_zorder_on_a_standalone_cluster(spark_cluster: str, tmp_path: Path) -> None:
-    path = _flows(tmp_path / "t", files=6, rows=2000, partitioned=True)
-    before = _rows(path)
-    result = tmp_path / "result.json"
-    out = spark_submit(
-        spark_cluster,
-        ["zorder", "--table", str(path), "--columns", "sourceIP,destIP", "--curve", "hilbert", "--result", str(result)],
-        {},
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    stats = json.loads(result.read_text())
-    assert (stats["executor"], stats["totalClusterParallelism"]) == ("spark", 2)
-    assert (stats["readVersion"], stats["committedVersion"], stats["numFilesRemoved"], stats["numFilesAdded"]) == (
-        5,
-        6,
-        12,
-        2,
-    )
-    assert stats["zOrderStats"]["numOutputCubes"] == 2
-    assert _rows(path) == before

@@ -252,7 +252,7 @@ def zorder(
     else:
         opts = ZOrderOptions.build({"columns": columns, **fields}, table.uri)
     start_ms = int(time.time() * 1000)
-    snapshot = table.planning_snapshot(snapshot, where=opts.where)
+    snapshot = table.planning_snapshot(snapshot, where=opts.where, tasks=executor)
     refuse_clustered(snapshot, opts.columns)
     ensure_can_add_files(snapshot)
     plan = plan_zorder(

@@ -10,7 +10,7 @@ columns only.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 
 import numpy as np
@@ -19,7 +19,7 @@ import pyarrow as pa
 from airflow_provider_deltalite.engine.arrow_util import contiguous
 from airflow_provider_deltalite.engine.errors import InvalidArgument
 from airflow_provider_deltalite.engine.properties import DELETED_FILE_RETENTION_DURATION, TARGET_FILE_SIZE
-from airflow_provider_deltalite.engine.snapshot import Snapshot, stream_snapshot
+from airflow_provider_deltalite.engine.snapshot import ReplayStream, Snapshot, stream_snapshot
 from airflow_provider_deltalite.engine.table import Table, parse_timestamp_ms
 from airflow_provider_deltalite.maintenance.health.accumulate import HealthAccumulator
 from airflow_provider_deltalite.maintenance.health.clustering_columns import (
@@ -39,8 +39,9 @@ from airflow_provider_deltalite.maintenance.health.metrics import (
 from airflow_provider_deltalite.maintenance.health.tombstones import dead_tombstones, tombstone_figures
 
 DEFAULT_MIN_FILE_SIZE = GIB  # OPTIMIZE's default minimum file size without delta.targetFileSize
-# what health reads of the file actions besides their keys (everything but tags and row-tracking fields)
-HEALTH_FILE_FIELDS = frozenset({"size", "stats"})
+# what health reads of the file actions besides their keys (everything but tags and row-tracking fields): without
+# deletionTimestamp, a checkpoint's tombstones would all count as deleted at the epoch, reclaimable whatever their age
+HEALTH_FILE_FIELDS = frozenset({"size", "stats", "deletionTimestamp"})
 
 
 def table_health(
@@ -88,13 +89,38 @@ def table_health(
     if snapshot is not None:
         snap = table.planning_snapshot(snapshot)
         batches: Iterable[tuple[pa.Table, pa.Table]] = [(snap.raw_files, snap.tombstones)]
-        removed = contiguous(snap.tombstones.column("path"))
-    else:
-        # the table as a stream: memory follows a batch of files (and the tombstones), not the table
-        stream = stream_snapshot(table.storage, file_fields=HEALTH_FILE_FIELDS)
-        snap = stream.snapshot
-        batches = stream.batches()
-        removed = stream.removed_paths()
+        return _health(uri, snap, batches, contiguous(snap.tombstones.column("path")), columns, min_file_size, now_ms)
+    # the table as a stream: memory follows a batch of files (and the tombstones), not the table
+    stream = stream_snapshot(table.storage, file_fields=HEALTH_FILE_FIELDS)
+    return _health(uri, stream.snapshot, stream.batches(), stream.removed_paths(), columns, min_file_size, now_ms)
+
+
+def stream_health(
+    table: Table,
+    stream: ReplayStream,
+    *,
+    columns: Sequence[str] | None = None,
+    min_file_size: int | None = None,
+    now_ms: int,
+    observe: Callable[[pa.Table, pa.Table], None] | None = None,
+) -> TableHealth:
+    """`table_health` of a `ReplayStream` the caller opened (with `HEALTH_FILE_FIELDS` at least), handing each
+    batch of live files and tombstones to ``observe`` as well: one pass over the log for the health and whatever
+    else the caller sums (the maintenance planner's per-partition triggers)."""
+    batches, removed = stream.batches(), stream.removed_paths()
+    return _health(table.uri, stream.snapshot, batches, removed, columns, min_file_size, now_ms, observe)
+
+
+def _health(
+    uri: str,
+    snap: Snapshot,
+    batches: Iterable[tuple[pa.Table, pa.Table]],
+    removed: pa.Array,
+    columns: Sequence[str] | None,
+    min_file_size: int | None,
+    now_ms: int,
+    observe: Callable[[pa.Table, pa.Table], None] | None = None,
+) -> TableHealth:
     if columns:  # bad names fail before any work
         choose_columns(snap, columns, ())
     if min_file_size is None:
@@ -111,6 +137,8 @@ def table_health(
     acc = HealthAccumulator(snap, measured, min_file_size)
     for live, stones in batches:
         acc.add(live, stones, removed)
+        if observe is not None:
+            observe(live, stones)
     tombstones = dead_tombstones(acc.all_tombstones(), acc.relive_paths())
     dead_groups = acc.add_dead(tombstones)
     n_groups = len(acc.partitions)

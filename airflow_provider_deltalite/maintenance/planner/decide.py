@@ -18,9 +18,10 @@ The rules (docs/maintenance-planner.md has them with their anchors):
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_provider_deltalite.engine.clustering_domain import clustering_spec
@@ -81,12 +82,24 @@ def _is_liquid(snapshot: Snapshot) -> bool:
     return spec is not None and bool(spec.columns)
 
 
-def decide(health: TableHealth, snapshot: Snapshot, policy: MaintenancePolicy, now: int) -> MaintenancePlan:
-    """The plan for ``snapshot`` (whose health is ``health``) under ``policy`` at ``now`` (epoch ms)."""
+def decide(
+    health: TableHealth,
+    snapshot: Snapshot,
+    policy: MaintenancePolicy,
+    now: int,
+    *,
+    candidates_of: Callable[[MaintenancePolicy], list[Candidate]] | None = None,
+    tombstones: pa.Table | None = None,
+) -> MaintenancePlan:
+    """The plan for ``snapshot`` (whose health is ``health``) under ``policy`` at ``now`` (epoch ms).
+
+    A caller that planned without the table's files in memory (`streamed`, where ``snapshot`` holds none) passes
+    the rewrite candidates (``candidates_of``, given the resolved policy) and the tombstones' ``deletionTimestamp``
+    and ``size`` (``tombstones``); by default both come from ``snapshot``."""
     effective = resolve_policy(policy, health, snapshot)
     actions: list[PlannedAction] = []
     deferred: list[DeferredAction] = []
-    candidates = rewrite_candidates(health, snapshot, effective)
+    candidates = candidates_of(effective) if candidates_of else rewrite_candidates(health, snapshot, effective)
     logical = logical_names(snapshot.partition_columns, snapshot.partition_physical_names)
     cooldown = _cooldown(
         "hours_since_optimize",
@@ -108,7 +121,8 @@ def decide(health: TableHealth, snapshot: Snapshot, policy: MaintenancePolicy, n
         actions.extend(_budget_shares(rewrites, effective.max_rewrite_bytes_per_run))
         for operation, group in _by_operation(left):
             deferred.append(_deferred(operation, group, tuple(_budget_reason(c, effective) for c in group)))
-    vacuum = _vacuum(health, snapshot, effective, now, explicit_retention=policy.retention_hours is not None)
+    stones = snapshot.tombstones if tombstones is None else tombstones
+    vacuum = _vacuum(health, stones, effective, now, explicit_retention=policy.retention_hours is not None)
     actions.extend(vacuum[0])
     deferred.extend(vacuum[1])
     checkpoint = _checkpoint(health, snapshot, effective, now)
@@ -227,14 +241,14 @@ def _cooldown(metric: str, last_ms: int | None, hours: float, key: str, now: int
 
 
 def _vacuum(
-    health: TableHealth, snapshot: Snapshot, policy: MaintenancePolicy, now: int, *, explicit_retention: bool
+    health: TableHealth, tombstones: pa.Table, policy: MaintenancePolicy, now: int, *, explicit_retention: bool
 ) -> tuple[list[PlannedAction], list[DeferredAction]]:
     stones = health.tombstones
     retention = float(policy.retention_hours or 0.0)
     if retention == stones.retention_hours:
         files, nbytes = stones.reclaimable_files, stones.reclaimable_bytes
     else:
-        files, nbytes = _reclaimable(snapshot, now - round(retention * HOUR_MS))
+        files, nbytes = _reclaimable(tombstones, now - round(retention * HOUR_MS))
     if files < policy.vacuum_min_reclaimable_files or (files == 0 and policy.vacuum_min_reclaimable_files > 0):
         return [], []
     lower = " at least" if policy.vacuum_mode == "full" else ""
@@ -278,9 +292,8 @@ def _vacuum(
     return planned, left
 
 
-def _reclaimable(snapshot: Snapshot, horizon_ms: int) -> tuple[int, int]:
+def _reclaimable(stones: pa.Table, horizon_ms: int) -> tuple[int, int]:
     """Tombstones older than ``horizon_ms`` (files, bytes): VACUUM's reclaimable set for another retention."""
-    stones = snapshot.tombstones
     if stones.num_rows == 0:
         return 0, 0
     old = pc.less(stones.column("deletionTimestamp"), horizon_ms)

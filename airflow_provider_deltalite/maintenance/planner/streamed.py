@@ -1,0 +1,247 @@
+"""Planning a table without holding its files: one streamed pass over the log, then pruned replays of only the
+partitions that need work, a group of them at a time.
+
+The pass (`engine.snapshot.stream_snapshot`) sums the health (`health.compute.stream_health`) and, per partition, what
+decides whether `candidates` would look at it at all (`PartitionTriggers`): its files, its fragments, its files over
+the deleted-rows ratio, and its files per Z-order tag. The partitions where a trigger fires are then replayed, in the
+candidates' partition order, in groups of at most `PLAN_GROUP_FILES` files (a partition larger than that is a group
+of its own), each group from the log with a `PartitionSetFilter`; `candidates.rewrite_candidates` runs on each group's
+snapshot as it runs on the whole table's. The plan is the one the whole snapshot gives (tests compare them): a
+partition's candidate depends on its own files only, and the triggers are the candidates' own first conditions.
+
+Memory: the stream's (a batch, the tombstones, the health's per-partition sums), a few counters per partition, and
+one group's files. An unpartitioned table is one partition, so one group. Two cases replay the whole table instead:
+a liquid-clustered table (clustering plans from all of its files), and a table where two spellings of one typed
+partition value (``1`` and ``01`` of an integer column) are live at once, since a group names partitions by their raw
+values while an action's ``where`` selects by typed value.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from airflow_provider_deltalite.engine.arrow_util import contiguous
+from airflow_provider_deltalite.engine.clustering_domain import clustering_spec
+from airflow_provider_deltalite.engine.partition_set import PartitionSetFilter, snapshot_of_partitions
+from airflow_provider_deltalite.engine.partition_values import parse_partition_values
+from airflow_provider_deltalite.engine.snapshot import Snapshot, load_snapshot, stream_snapshot
+from airflow_provider_deltalite.engine.stats_parse import record_counts
+from airflow_provider_deltalite.engine.table import Table
+from airflow_provider_deltalite.maintenance.clustering.runs import TAG_COLUMNS
+from airflow_provider_deltalite.maintenance.health.compute import HEALTH_FILE_FIELDS, stream_health
+from airflow_provider_deltalite.maintenance.health.metrics import TableHealth
+from airflow_provider_deltalite.maintenance.planner.candidates import (
+    Candidate,
+    _point_query_reasons,
+    partition_label,
+    rewrite_candidates,
+)
+from airflow_provider_deltalite.maintenance.planner.decide import decide
+from airflow_provider_deltalite.maintenance.planner.plan import MaintenancePlan
+from airflow_provider_deltalite.maintenance.planner.policy import MaintenancePolicy
+from airflow_provider_deltalite.maintenance.planner.where import MAX_PARTITIONS_PER_PREDICATE, logical_names
+from airflow_provider_deltalite.maintenance.rewrites import resolve_sizes
+
+# Live files one pruned replay of the planner holds at most (unless one partition alone has more). A planned file
+# costs about 1.3 KB at the planner's peak (its row, its parsed statistics, its action as a dict in a bin), so a
+# group stays near 650 MB; fewer, larger groups read the checkpoint fewer times.
+PLAN_GROUP_FILES = 500_000
+# What the stream reads of the file actions: health's fields, and the tags that say which files are Z-ordered.
+PLAN_FILE_FIELDS = HEALTH_FILE_FIELDS | {"tags"}
+
+PartitionKey = tuple[tuple[str, str | None], ...]
+
+
+class PartitionTriggers:
+    """Per partition, keyed as `candidates` keys partitions (sorted (physical name, raw value) pairs, ``""`` as
+    None): files, fragments (below ``target_file_size / fragment_ratio``), files whose deletion vector removes more
+    than ``max_deleted_rows_ratio`` of their rows, and files per ``ZCUBE_ZORDER_BY`` tag value; and the tombstones'
+    deletion times and sizes (what VACUUM's reclaimable count needs for another retention)."""
+
+    def __init__(self, snap: Snapshot, policy: MaintenancePolicy) -> None:
+        target, _, _ = resolve_sizes(snap, policy.target_file_size, None, None, None)
+        self.fragment_size = int(target or 1) / policy.fragment_ratio
+        self.ratio = policy.max_deleted_rows_ratio
+        self.uri = snap.table_uri
+        self.files: dict[PartitionKey, int] = {}
+        self.fragments: dict[PartitionKey, int] = {}
+        self.over: dict[PartitionKey, int] = {}
+        self.tagged: dict[PartitionKey, dict[str | None, int]] = {}
+        self._stones: list[pa.Table] = []
+
+    def add(self, live: pa.Table, stones: pa.Table) -> None:
+        """One batch of the stream (`ReplayStream.batches`)."""
+        if stones.num_rows:
+            self._stones.append(stones.select(["deletionTimestamp", "size"]))
+        n = live.num_rows
+        if not n:
+            return
+        pv = contiguous(live.column("partitionValues"))
+        names = list(pv.type.names) if pa.types.is_struct(pv.type) else []
+        sizes = contiguous(live.column("size")).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        columns: dict[str, Any] = {
+            f"k{j}": contiguous(pv.field(name)).cast(pa.string()) for j, name in enumerate(names)
+        }
+        columns["valid"] = pv.is_valid()
+        columns["tag"] = _tag_values(live)
+        columns["one"] = pa.array(np.ones(n, np.int64))
+        columns["fragment"] = pa.array((sizes < self.fragment_size).astype(np.int64))
+        columns["over"] = pa.array(self._over(live).astype(np.int64))
+        keys = [*(f"k{j}" for j in range(len(names))), "valid", "tag"]
+        grouped = pa.table(columns).group_by(keys).aggregate([("one", "sum"), ("fragment", "sum"), ("over", "sum")])
+        rows = grouped.to_pydict()
+        for i in range(grouped.num_rows):
+            if rows["valid"][i]:
+                values = {name: rows[f"k{j}"][i] for j, name in enumerate(names)}
+                key: PartitionKey = tuple(sorted(((k, None if v == "" else v) for k, v in values.items())))
+            else:
+                key = ()  # a file without partition values: `candidates` files it under {}
+            self.files[key] = self.files.get(key, 0) + rows["one_sum"][i]
+            self.fragments[key] = self.fragments.get(key, 0) + rows["fragment_sum"][i]
+            self.over[key] = self.over.get(key, 0) + rows["over_sum"][i]
+            tags = self.tagged.setdefault(key, {})
+            tags[rows["tag"][i]] = tags.get(rows["tag"][i], 0) + rows["one_sum"][i]
+
+    def _over(self, live: pa.Table) -> np.ndarray:
+        """Whether each file's deletion vector removes more than the ratio of its rows (`candidates._deleted_share`:
+        all of them when the file has no row count)."""
+        dv = contiguous(live.column("deletionVector"))
+        has = np.asarray(dv.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        over = np.zeros(len(has), dtype=bool)
+        if not has.any():
+            return over
+        where = np.flatnonzero(has)
+        chosen = pa.array(where)
+        records = record_counts(contiguous(live.column("stats")).take(chosen), self.uri)
+        rows = records.fill_null(0).to_numpy(zero_copy_only=False).astype(np.float64)
+        cardinality = dv.field("cardinality").take(chosen).fill_null(0).to_numpy(zero_copy_only=False)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share = np.where(rows > 0, np.minimum(1.0, cardinality.astype(np.float64) / rows), 1.0)
+        over[where] = share > self.ratio
+        return over
+
+    def tombstones(self) -> pa.Table:
+        """``deletionTimestamp`` and ``size`` of every tombstone the stream held."""
+        if not self._stones:
+            return pa.table({"deletionTimestamp": pa.array([], pa.int64()), "size": pa.array([], pa.int64())})
+        return pa.concat_tables(self._stones, promote_options="permissive")
+
+
+def _tag_values(live: pa.Table) -> pa.Array:
+    """Each file's ``ZCUBE_ZORDER_BY`` tag (null when it has none)."""
+    n = live.num_rows
+    if "tags" not in live.column_names:
+        return pa.nulls(n, pa.string())
+    tags = contiguous(live.column("tags"))
+    if pa.types.is_map(tags.type):
+        return contiguous(pc.map_lookup(tags, pa.scalar(TAG_COLUMNS), "first")).cast(pa.string())
+    if pa.types.is_null(tags.type):
+        return pa.nulls(n, pa.string())
+    values = [dict(t).get(TAG_COLUMNS) if t else None for t in tags.to_pylist()]
+    return pa.array(values, pa.string())
+
+
+def plan_streamed(
+    table: Table, policy: MaintenancePolicy, now: int, columns: list[str] | None, min_file_size: int | None
+) -> tuple[TableHealth, MaintenancePlan]:
+    """The table's health as ``policy`` sees it (``columns``, ``min_file_size``: `policy_health`'s) and the plan,
+    at the latest version, without holding the table's files (see the module docstring)."""
+    stream = stream_snapshot(table.storage, file_fields=PLAN_FILE_FIELDS)
+    snap = stream.snapshot
+    spec = clustering_spec(snap)
+    if spec is not None and spec.columns:
+        # the table is one partition, which clustering plans from all of its files
+        health = stream_health(table, stream, columns=columns, min_file_size=min_file_size, now_ms=now)
+        return health, decide(health, load_snapshot(table.storage, snap.version), policy, now)
+    triggers = PartitionTriggers(snap, policy)
+    health = stream_health(
+        table, stream, columns=columns, min_file_size=min_file_size, now_ms=now, observe=triggers.add
+    )
+
+    def candidates_of(effective: MaintenancePolicy) -> list[Candidate]:
+        needed = needing_work(triggers, health, effective, snap)
+        if needed and _spellings_collide(snap, list(triggers.files)):
+            return rewrite_candidates(health, load_snapshot(table.storage, snap.version), effective)
+        out: list[Candidate] = []
+        for group in _groups(needed, triggers.files):
+            keep = PartitionSetFilter.of(_physical_values(snap, key) for key in group)
+            part = load_snapshot(table.storage, snap.version, partition_filter=keep)
+            # the operations' planners read every file of the snapshot they are given, once per chunk of
+            # partitions: given the group's, planning would cost its files times its chunks
+            for first in range(0, len(group), MAX_PARTITIONS_PER_PREDICATE):
+                chunk = group[first : first + MAX_PARTITIONS_PER_PREDICATE]
+                keep = PartitionSetFilter.of(_physical_values(snap, key) for key in chunk)
+                out.extend(rewrite_candidates(health, snapshot_of_partitions(part, keep), effective))
+        return out
+
+    return health, decide(health, snap, policy, now, candidates_of=candidates_of, tombstones=triggers.tombstones())
+
+
+def needing_work(
+    triggers: PartitionTriggers, health: TableHealth, policy: MaintenancePolicy, snap: Snapshot
+) -> list[PartitionKey]:
+    """The partitions where a condition of `candidates._partition_candidates` holds (``policy`` resolved), in the
+    candidates' order: unclustered files or point queries over the limit (with Z-order columns), at least
+    ``min_input_files`` fragments, a file over the deleted-rows ratio."""
+    minimum = policy.min_input_files
+    columns_tag = None
+    if policy.zorder_columns:
+        columns_tag = json.dumps(list(policy.zorder_columns), separators=(",", ":"))
+    logical = logical_names(snap.partition_columns, snap.partition_physical_names)
+    by_values = {_health_key(p.partition_values): p for p in health.partitions}
+    needed = []
+    for key, files in triggers.files.items():
+        need = triggers.fragments[key] >= minimum or triggers.over[key] > 0
+        if not need and columns_tag is not None:
+            fresh = files - triggers.tagged[key].get(columns_tag, 0)
+            part = by_values.get(key)
+            label = partition_label(dict(key), logical)
+            points = _point_query_reasons(policy, label, part.clustering if part is not None else ())
+            need = fresh >= minimum or bool(points)
+        if need:
+            needed.append(key)
+    return sorted(needed, key=lambda k: [("" if v is None else "\x01" + v) for _, v in k])
+
+
+def _health_key(values: dict[str, Any]) -> PartitionKey:
+    return tuple(sorted((k, None if v == "" else v) for k, v in values.items()))
+
+
+def _groups(keys: list[PartitionKey], files: dict[PartitionKey, int]) -> Iterator[list[PartitionKey]]:
+    group: list[PartitionKey] = []
+    held = 0
+    for key in keys:
+        if group and held + files[key] > PLAN_GROUP_FILES:
+            yield group
+            group, held = [], 0
+        group.append(key)
+        held += files[key]
+    if group:
+        yield group
+
+
+def _physical_values(snap: Snapshot, key: PartitionKey) -> dict[str, str | None]:
+    values = dict(key)
+    return {name: values.get(name) for name in snap.partition_physical_names}
+
+
+def _spellings_collide(snap: Snapshot, keys: list[PartitionKey]) -> bool:
+    """Whether two of the partitions are one partition by typed value (or by the current partition columns)."""
+    fields = {f["name"]: f for f in snap.schema["fields"]}
+    typed = []
+    for logical, physical in zip(snap.partition_columns, snap.partition_physical_names, strict=True):
+        raw = pa.array([dict(k).get(physical) for k in keys], pa.string())
+        typed.append(
+            parse_partition_values(raw, fields[logical]["type"], column=logical, table_uri=snap.table_uri).to_pylist()
+        )
+    seen = {tuple(column[i] for column in typed) for i in range(len(keys))}
+    return len(seen) < len(keys)
+
+
+__all__ = ["PLAN_FILE_FIELDS", "PLAN_GROUP_FILES", "PartitionTriggers", "needing_work", "plan_streamed"]

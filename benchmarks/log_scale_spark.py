@@ -1,0 +1,191 @@
+"""Planning one partition with the Spark executor, the checkpoint read by Spark tasks (issue 28 item 3), next to the
+local path, on `log_scale.py`'s generated 1M- and 10M-file logs (cached under /tmp/deltalite-bench).
+
+Per log, fresh processes, rotated, medians of ``--reps``, the package bytecode-compiled first:
+- local: ``deltalite optimize T --where "p = 'p00042'" --dry-run --json`` (the local pruned replay);
+- spark tasks: the same with ``--executor spark --spark-master local[2] --spark-checkpoint-tasks 0`` (every
+  checkpoint read by Spark tasks: two rounds, one task per row-group range);
+- spark local plan: ``--executor spark ... --spark-checkpoint-tasks <huge>`` (a Spark session, the plan made in the
+  driver process as without tasks): what the tasks cost or save with the session's own cost equal.
+Each run reports its whole-process wall, the driver's Python peak RSS (``ru_maxrss`` of the process itself) and
+the JVM's (sampled every 50 ms from /proc, `_harness.run_measured`), the process tree's summed peak (Spark's Python
+workers included), and in-process: the session start (``SparkExecutor.start``), the operation, the session stop.
+All runs check the plan: 1,010 files considered.
+
+What sets the default threshold (`engine.checkpoint_tasks.DEFAULT_CHECKPOINT_TASK_BYTES`): the operation time with
+tasks against the local plan's, per checkpoint size (62 MB at 1M files, 622 MB at 10M).
+
+Run: ``.venv/bin/python benchmarks/log_scale_spark.py`` (``--reps N``, ``--sizes 1M 10M``, ``--no-write``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import _harness as h
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results" / "log_scale_spark.json"
+CHILD_TIMEOUT_S = 1800
+EXPECTED_CONSIDERED = 1_010
+CODE_UNDER_TEST = ("engine/**/*.py", "executors/*.py", "maintenance/*.py", "cli/*.py")
+NEVER = str(1 << 60)
+CONFIGS = {
+    "local": [],
+    "spark tasks": ["--executor", "spark", "--spark-master", "local[2]", "--spark-checkpoint-tasks", "0"],
+    "spark local plan": ["--executor", "spark", "--spark-master", "local[2]", "--spark-checkpoint-tasks", NEVER],
+}
+
+
+def child(table: str, config: str) -> dict[str, Any]:
+    """Runs in the measured process: the CLI's optimize dry run, timed in phases."""
+    import contextlib
+    import io
+    import resource
+
+    t0 = time.perf_counter()
+    from airflow_provider_deltalite.cli import main as cli_main
+    from airflow_provider_deltalite.executors.spark import SparkExecutor
+
+    t1 = time.perf_counter()
+    phases = {"session_start_s": 0.0, "session_stop_s": 0.0}
+    start, close = SparkExecutor.start.__func__, SparkExecutor.close  # type: ignore[attr-defined]
+
+    def timed_start(cls: Any, *args: Any, **kwargs: Any) -> Any:
+        s = time.perf_counter()
+        try:
+            return start(cls, *args, **kwargs)
+        finally:
+            phases["session_start_s"] += time.perf_counter() - s
+
+    def timed_close(self: Any) -> None:
+        s = time.perf_counter()
+        try:
+            close(self)
+        finally:
+            phases["session_stop_s"] += time.perf_counter() - s
+
+    SparkExecutor.start = classmethod(timed_start)  # type: ignore[method-assign,assignment]
+    SparkExecutor.close = timed_close  # type: ignore[method-assign]
+    argv = ["optimize", table, "--where", "p = 'p00042'", "--dry-run", "--json", *CONFIGS[config]]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = cli_main(argv)
+    t2 = time.perf_counter()
+    doc = json.loads(out.getvalue()) if code == 0 else {}
+    return {
+        "code": code,
+        "import_s": t1 - t0,
+        "call_s": t2 - t1,
+        "operation_s": t2 - t1 - phases["session_start_s"] - phases["session_stop_s"],
+        **phases,
+        "driver_python_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "considered": doc.get("totalConsideredFiles"),
+    }
+
+
+def bench(table: Path, reps: int) -> dict[str, Any]:
+    runs: dict[str, list[dict[str, Any]]] = {c: [] for c in CONFIGS}
+    for rep in range(reps):
+        for config in h.rotated(list(CONFIGS), rep):
+            load = round(__import__("os").getloadavg()[0], 2)
+            start = time.perf_counter()
+            result, err, tree = h.run_measured(__file__, ["--child", str(table), config], CHILD_TIMEOUT_S)
+            wall = time.perf_counter() - start
+            r: dict[str, Any] = {"load_1m": load, "process_wall_s": wall, **tree}
+            if result is None:
+                r["error"] = err[-600:]
+            else:
+                r.update(result)
+                if result.get("considered") != EXPECTED_CONSIDERED:
+                    r["error"] = f"planned {result.get('considered')} files, expected {EXPECTED_CONSIDERED}"
+            runs[config].append(r)
+            status = r.get("error") or (
+                f"wall {r['process_s']:.2f}s op {r['operation_s']:.2f}s start {r['session_start_s']:.2f}s "
+                f"python {r['driver_python_peak_rss_mb']:.0f}MB jvm {r['jvm_peak_rss_mb']:.0f}MB "
+                f"tree {r['tree_peak_rss_mb']:.0f}MB"
+            )
+            print(f"  {config:<17} rep {rep + 1}: {status}  [load {load}]", flush=True)
+    return {c: summarise(rs) for c, rs in runs.items()}
+
+
+def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    ok = [r for r in runs if "error" not in r]
+    if not ok:
+        return {"ok": False, "error": runs[0].get("error") if runs else "no run", "runs": runs}
+    out: dict[str, Any] = {"ok": len(ok) == len(runs), "runs": runs}
+    for key in ("process_s", "operation_s", "session_start_s", "session_stop_s", "import_s", "load_1m"):
+        out[key] = h.median(r[key] for r in ok)
+    for key in ("driver_python_peak_rss_mb", "jvm_peak_rss_mb", "tree_peak_rss_mb"):
+        out[key] = max(r[key] for r in ok)
+    return out
+
+
+def print_rows(title: str, summary: dict[str, dict[str, Any]]) -> None:
+    print(f"\n{title}")
+    print(
+        f"  {'configuration':<17} {'wall_s':>7} {'op_s':>6} {'start_s':>7} {'python_MB':>9} {'jvm_MB':>7} "
+        f"{'tree_MB':>7} {'load':>5}"
+    )
+    for config, s in summary.items():
+        if s.get("process_s") is None:
+            print(f"  {config:<17} ERROR {s.get('error')}")
+            continue
+        print(
+            f"  {config:<17} {s['process_s']:>7.2f} {s['operation_s']:>6.2f} {s['session_start_s']:>7.2f} "
+            f"{s['driver_python_peak_rss_mb']:>9.0f} {s['jvm_peak_rss_mb']:>7.0f} {s['tree_peak_rss_mb']:>7.0f} "
+            f"{s['load_1m']:>5.1f}"
+        )
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        print(json.dumps(child(sys.argv[2], sys.argv[3])))
+        return 0
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--sizes", nargs="+", default=["1M", "10M"], choices=["100k", "1M", "10M"])
+    parser.add_argument("--no-write", action="store_true")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    h.compile_bytecode()
+    h.become_subreaper()
+    scale = h.load_benchmark("log_scale")
+    report: dict[str, Any] = {
+        "machine": h.machine_info(java=True),
+        "code": h.code_under_test(CODE_UNDER_TEST),
+        "logs": {},
+    }
+    summaries: dict[str, dict[str, Any]] = {}
+    for label in args.sizes:
+        table, info, how = scale.prepare_log(label, False)
+        checkpoint = sum(p.stat().st_size for p in (table / "_delta_log").glob("*.checkpoint*.parquet"))
+        print(f"{label}: {info['files']:,} files, checkpoint {checkpoint / 1e6:.0f} MB ({how})", flush=True)
+        summaries[label] = bench(table, args.reps)
+        report["logs"][label] = {"info": info, "checkpoint_bytes": checkpoint, "summary": summaries[label]}
+        print_rows(f"the {label} log: plan one partition ({EXPECTED_CONSIDERED} files)", summaries[label])
+    targets = []
+    for label in args.sizes:
+        s = summaries[label]
+        for config in ("spark tasks",):
+            if s.get(config, {}).get("ok"):
+                targets.append(
+                    h.target(
+                        f"{label} {config}: driver Python peak RSS MiB (reported)",
+                        s[config]["driver_python_peak_rss_mb"],
+                        400,
+                        note=f"JVM {s[config]['jvm_peak_rss_mb']:.0f} MiB",
+                    )
+                )
+    report["targets"] = targets
+    h.print_targets(targets)
+    return h.finish(report, targets, RESULTS, started, not args.no_write)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
