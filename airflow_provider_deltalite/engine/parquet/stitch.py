@@ -120,8 +120,11 @@ class ShiftableOffsetIndex:
     __slots__ = ("_index", "_pieces", "offsets", "sizes")
 
     def __init__(self, data: bytes) -> None:
-        """Raises:
-        NotStitchable: the bytes are not an offset index."""
+        """Cut (or decode) ``data``, an offset index's Thrift bytes.
+
+        Raises:
+            NotStitchable: the bytes are not an offset index.
+        """
         self._pieces: list[bytes] | None = None
         self._index: OffsetIndex | None = None
         split = _split_offset_index(data)
