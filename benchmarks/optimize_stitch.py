@@ -1,34 +1,56 @@
-"""Benchmark: OPTIMIZE by row-group stitching against delta-rs and against copying the same bytes.
+"""Benchmark: OPTIMIZE by row-group stitching against delta-rs and against copying the same bytes (issue 29, item 7).
 
-Input: a generated table (fixed numpy seed) of FILES files written by delta-rs 1.6 (snappy), each one row group of
-ROWS_PER_FILE rows (``a`` int64 0..999, ``b`` int64 random, ``c`` float64, ``s`` random text): about 9 MiB a file, so
-every row group is at or above the default ``min_row_group_size`` (8 MiB) and is copied. Cached under
-``$TMPDIR/deltalite-bench/``; every measured run works on a fresh full copy.
+Large files. A generated table (fixed numpy seed) of ``--files`` files (default 112: 970 MiB, the size of the issue's
+table) written by delta-rs 1.6 (snappy), each one row group of ROWS_PER_FILE rows (``a`` int64 0..999, ``b`` int64
+random, ``c`` float64, ``s`` random text): about 9 MiB a file, so every row group is at or above the default
+``min_row_group_size`` (8 MiB) and is copied. A smaller table measures mostly the interpreter and its imports, which
+``cp`` does not have (24 files, 208 MiB: about 10x ``cp``, 0.27x delta-rs). Cached under
+``$TMPDIR/deltalite-bench/``; every run works on a fresh copy (data files hard-linked: no engine changes a file in
+place; the log copied). Configurations, each a fresh process, as users run them, bytecode compiled first:
 
-Configurations, each in a fresh child process (``process_s``: the whole process, interpreter start and imports
-included; ``wall_s``: the operation alone, measured inside the child), bytecode compiled first:
+  deltalite            ``deltalite optimize --json TABLE --target-size 1GiB --max-concurrent-tasks 2`` (the CLI's
+                       ``main`` under a runner that times its import and its call): row groups copied, a new footer
+  deltalite/re-encode  the same with ``--min-row-group-size 1TiB``: every row decoded and encoded (the old path)
+  delta-rs             ``python -c``: ``DeltaTable(p).optimize.compact(target_size=1GiB, max_concurrent_tasks=2,
+                       writer_properties=WriterProperties(compression="SNAPPY"))``
+  cp                   ``cp`` (coreutils) of every data file into an empty directory: the physical floor
 
-  deltalite            ``optimize(DeltaTable(path), target_size=1 GiB)``: row groups copied, a new footer
-  deltalite/re-encode  the same with ``min_row_group_size`` = 1 TiB: every row decoded and encoded (the old path)
-  delta-rs             ``DeltaTable(path).optimize.compact(target_size=1 GiB, writer_properties=snappy)``
-  cp                   read every data file and write the bytes into one file: the physical floor
+``process s`` is spawn to exit, ``in-process s`` the call alone (the runner's clock; cp: the process). Each compaction
+is checked by a separate child: delta-rs reads the same row count and column sums as the input.
 
-Each compaction is checked by a separate child: delta-rs reads the same row count and column sums as the input.
-The read side: a full scan and a point query (``b == x``, pyarrow with row-group statistics) of the stitched file
-and of delta-rs's output, in-process in one child.
+Small files. ``optimize_compact.py``'s table (400 files of 20,000 rows, ~0.6 MiB each, 4 partitions; its generator
+and cache): every file is below the threshold and re-encoded. ``deltalite optimize --target-size 256MiB
+--min-file-size 256MiB`` against delta-rs writing the same codec (snappy), whole processes; rows checked by
+``optimize_compact.py``'s multiset digest (delta-rs and deltalite read them); the bytes written compared.
 
-Run:  .venv/bin/python benchmarks/optimize_stitch.py [--reps 1] [--files 24]
-Results: printed table, and benchmarks/results/optimize_stitch.json.
+Read side. A full scan and a point query (``b == x``, x a value of the table) of the stitched table's file against
+delta-rs's output: pyarrow (``pq.read_table``, row-group statistics), and Spark's own Parquet reader (classic pyspark
+``local[2]``, ``spark.read.parquet`` on the data files, filter pushdown and parquet-java's column-index filtering on,
+vectorised reader); warmed up, then the best of 3, the two files alternating.
+
+S3. ``S3_FILES`` of the large files on a moto_server on 127.0.0.1 (the tests' server), reached through a TCP relay in
+this process that counts the bytes each way; ``deltalite optimize`` (CLI, whole process) compacts them by composing
+the output from ``UploadPartCopy`` ranges. Target: bytes the client sent <= 5% of the bytes compacted.
+
+Targets: large files deltalite <= 0.4x delta-rs and <= 2.5x cp (whole process); small files <= 1.0x delta-rs (whole
+process) with output no larger; S3 bytes sent <= 5% of the bytes compacted; identical rows everywhere.
+
+Run:  .venv/bin/python benchmarks/optimize_stitch.py [--reps 3] [--files 112] [--skip-small] [--skip-spark]
+      [--skip-s3] [--no-write] [--read-cost]
+Results: printed tables, and benchmarks/results/optimize_stitch.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
+import socket
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -43,9 +65,25 @@ GIB = 1024**3
 SEED = 20261202
 ROWS_PER_FILE = 300_000
 CHILD_TIMEOUT_S = 900
+SMALL_TARGET_SIZE = 256 * 1024**2
+TASKS = 2
 CONFIGS = ("deltalite", "deltalite/re-encode", "delta-rs", "cp")
+SMALL_CONFIGS = ("deltalite", "delta-rs")
+S3_FILES = 8
+S3_BUCKET = "bench-stitch"
 TARGET_VS_DELTARS = 0.4
 TARGET_VS_CP = 2.5
+TARGET_SMALL_VS_DELTARS = 1.0
+TARGET_SMALL_BYTES = 1.0
+TARGET_S3_SENT = 0.05
+# Spark's Parquet reader as issue 29 asks: filter pushdown, parquet-java's column-index filtering, vectorised
+SPARK_READ_CONF = {
+    "spark.sql.parquet.filterPushdown": "true",
+    "spark.sql.parquet.enableVectorizedReader": "true",
+    "spark.hadoop.parquet.filter.columnindex.enabled": "true",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.ui.enabled": "false",
+}
 
 
 def generate_child(dest: str, files: int) -> dict[str, Any]:
@@ -86,75 +124,246 @@ def summary_child(path: str) -> dict[str, Any]:
     }
 
 
-def run_child(kind: str, path: str, out: str) -> dict[str, Any]:
-    import pyarrow as pa
+def optimize_argv(pc: Any, config: str, table: Path, out: Path, target: int, small: bool = False) -> list[str]:
+    """The process a configuration runs (``pc``: process_cost.py, whose runners these are)."""
+    if config.startswith("deltalite"):
+        argv = [
+            sys.executable,
+            "-c",
+            pc.DELTALITE_RUNNER,
+            "optimize",
+            "--json",
+            str(table),
+            "--target-size",
+            str(target),
+        ]
+        argv += ["--max-concurrent-tasks", str(TASKS)]
+        if small:
+            argv += ["--min-file-size", str(target)]
+        if config.endswith("re-encode"):
+            argv += ["--min-row-group-size", str(1 << 40)]
+        return argv
+    if config == "delta-rs":
+        return [sys.executable, "-c", pc.DELTARS_OPTIMIZE, str(table), "snappy", str(target), str(TASKS)]
+    files = [str(f) for f in h.data_files(table)]
+    # `run_process` reads a report from the last line of stderr; cp prints none of its own
+    return ["sh", "-c", 'cp -- "$@" && echo \'{"code": 0}\' >&2', "sh", *files, str(out)]
 
-    pa.array([0])
-    result: dict[str, Any] = {"kind": kind}
-    if kind.startswith("deltalite"):
-        from airflow_provider_deltalite import DeltaTable
-        from airflow_provider_deltalite.executors import LocalExecutor
-        from airflow_provider_deltalite.maintenance.optimize import optimize
 
-        extra = {"min_row_group_size": 1 << 40} if kind.endswith("re-encode") else {}
-        with h.Measured() as run:
-            stats = optimize(DeltaTable(path), target_size=GIB, executor=LocalExecutor(2), **extra)
-        result.update(
-            run.record,
-            files_removed=stats.num_files_removed,
-            files_added=stats.num_files_added,
-            files_copied=stats.num_files_copied,
-            bytes_copied=stats.bytes_copied,
-            bytes_added=stats.files_added.total_size,
-        )
-    elif kind == "delta-rs":
-        import deltalake
+def bytes_added(config: str, table: Path, before: set[str], out: Path, doc: dict[str, Any]) -> int:
+    if config.startswith("deltalite"):
+        return int(doc["filesAdded"]["totalSize"])
+    if config == "cp":
+        return sum(f.stat().st_size for f in out.iterdir())
+    return sum(f.stat().st_size for f in h.data_files(table) if f.name not in before)
 
-        before = {f.name for f in h.data_files(Path(path))}
-        snappy = deltalake.WriterProperties(compression="SNAPPY")
-        with h.Measured() as run:
-            metrics = deltalake.DeltaTable(path).optimize.compact(
-                target_size=GIB, max_concurrent_tasks=2, writer_properties=snappy
-            )
-        result.update(
-            run.record, files_removed=metrics.get("numFilesRemoved"), files_added=metrics.get("numFilesAdded")
-        )
-        result["bytes_added"] = sum(f.stat().st_size for f in h.data_files(Path(path)) if f.name not in before)
-    elif kind == "cp":
-        with h.Measured() as run, open(Path(out) / "all.bytes", "wb") as dest:
-            for f in h.data_files(Path(path)):
-                with open(f, "rb") as src:
-                    shutil.copyfileobj(src, dest, 8 * h.MIB)
-        result.update(run.record, bytes_added=(Path(out) / "all.bytes").stat().st_size)
-    return result
+
+def measure(pc: Any, config: str, pristine: Path, work: Path, target: int, small: bool = False) -> dict[str, Any]:
+    """One run of ``config`` on a fresh copy of ``pristine``: whole-process and in-process figures, bytes written."""
+    table = pc.linked_copy(pristine, work / "table")
+    out = work / "cp-out"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    before = {f.name for f in h.data_files(table)}
+    run = pc.run_process(optimize_argv(pc, config, table, out, target, small), pc.child_env())
+    run["config"] = config
+    if "error" in run:
+        return run
+    if config == "cp":
+        run["import_s"], run["call_s"] = 0.0, run["process_wall_s"]
+    run["bytes_added"] = bytes_added(config, table, before, out, run.get("doc") or {})
+    run["table"] = str(table)
+    return run
+
+
+def table_files(table: str) -> list[str]:
+    import deltalake
+
+    return [u.removeprefix("file://") for u in deltalake.DeltaTable(table).file_uris()]
+
+
+def point_value(table: str) -> int:
+    """A value of ``b`` that the table holds (row 123,457 of its first file): the point query finds a row."""
+    import pyarrow.parquet as pq
+
+    return int(pq.read_table(table_files(table)[0], columns=["b"]).column("b")[123_456].as_py())
 
 
 def read_child(stitched: str, delta_rs: str, value: int) -> dict[str, Any]:
-    """Full scan and point query of each compacted table's one data file, pyarrow, in-process (best of 3)."""
+    """pyarrow: full scan and point query of each compacted table's data files, in-process; warmed up, best of 3."""
     import pyarrow.parquet as pq
 
-    out: dict[str, Any] = {}
-    for name, table in (("deltalite", stitched), ("delta-rs", delta_rs)):
-        import deltalake
-
-        files = [u.removeprefix("file://") for u in deltalake.DeltaTable(table).file_uris()]
-        scans, points = [], []
-        for _ in range(3):
+    tables = {"deltalite": table_files(stitched), "delta-rs": table_files(delta_rs)}
+    times: dict[str, dict[str, list[float]]] = {n: {"scan": [], "point": []} for n in tables}
+    hits: dict[str, int] = {}
+    rows: dict[str, int] = {}
+    for rep in range(4):
+        for name in tables if rep % 2 == 0 else reversed(list(tables)):
             t0 = time.perf_counter()
-            rows = pq.read_table(files).num_rows
-            scans.append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            hits = pq.read_table(files, filters=[("b", "==", value)]).num_rows
-            points.append(time.perf_counter() - t0)
-        meta = pq.ParquetFile(files[0]).metadata
-        out[name] = {
-            "rows": rows,
-            "point_hits": hits,
-            "scan_s": min(scans),
-            "point_s": min(points),
-            "row_groups": meta.num_row_groups,
+            rows[name] = pq.read_table(tables[name]).num_rows
+            t1 = time.perf_counter()
+            hits[name] = pq.read_table(tables[name], filters=[("b", "==", value)]).num_rows
+            t2 = time.perf_counter()
+            if rep:  # the first round warms the page cache and pyarrow up
+                times[name]["scan"].append(t1 - t0)
+                times[name]["point"].append(t2 - t1)
+    return {
+        name: {
+            "rows": rows[name],
+            "point_hits": hits[name],
+            "scan_s": min(times[name]["scan"]),
+            "point_s": min(times[name]["point"]),
+            "row_groups": sum(pq.ParquetFile(f).metadata.num_row_groups for f in files),
         }
-    return out
+        for name, files in tables.items()
+    }
+
+
+def spark_read_child(stitched: str, delta_rs: str, value: int) -> dict[str, Any]:
+    """Spark's Parquet reader (classic pyspark local[2], `SPARK_READ_CONF`): full scan (every column summed) and
+    point query (the rows with ``b == value``, every column) of each table's data files; warmed up, best of 3. (The
+    scan takes the largest ``b``: its sum overflows a long, an error under ANSI SQL.)"""
+    from pyspark.sql import SparkSession
+
+    tables = {"deltalite": table_files(stitched), "delta-rs": table_files(delta_rs)}
+    builder = SparkSession.builder.master("local[2]").appName("optimize_stitch-read")
+    for key, conf_value in SPARK_READ_CONF.items():
+        builder = builder.config(key, conf_value)
+    spark = builder.getOrCreate()
+    try:
+        times: dict[str, dict[str, list[float]]] = {n: {"scan": [], "point": []} for n in tables}
+        rows: dict[str, int] = {}
+        hits: dict[str, int] = {}
+        for rep in range(4):
+            for name in tables if rep % 2 == 0 else reversed(list(tables)):
+                frame = spark.read.parquet(*tables[name])
+                t0 = time.perf_counter()
+                total = frame.selectExpr("count(*)", "sum(a)", "max(b)", "sum(c)", "sum(length(s))").collect()[0]
+                t1 = time.perf_counter()
+                found = frame.where(f"b = {value}").collect()
+                t2 = time.perf_counter()
+                rows[name], hits[name] = int(total[0]), len(found)
+                if rep:  # the first round warms the JVM up
+                    times[name]["scan"].append(t1 - t0)
+                    times[name]["point"].append(t2 - t1)
+        return {
+            name: {
+                "rows": rows[name],
+                "point_hits": hits[name],
+                "scan_s": min(times[name]["scan"]),
+                "point_s": min(times[name]["point"]),
+            }
+            for name in tables
+        }
+    finally:
+        spark.stop()
+
+
+class CountingRelay:
+    """A TCP relay on 127.0.0.1 to ``port`` that counts the bytes each way: what a client sends to the server is
+    counted outside the client, at the socket."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.sent = 0  # client -> server
+        self.received = 0  # server -> client
+        self._lock = threading.Lock()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.endpoint = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def reset(self) -> None:
+        with self._lock:
+            self.sent = self.received = 0
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.port))
+            threading.Thread(target=self._pump, args=(client, server, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(server, client, False), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket, upstream: bool) -> None:
+        try:
+            while True:
+                data = src.recv(1 << 20)
+                if not data:
+                    break
+                dst.sendall(data)
+                with self._lock:
+                    if upstream:
+                        self.sent += len(data)
+                    else:
+                        self.received += len(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (src, dst):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        self._listener.close()
+
+
+def bench_s3(pc: Any, pristine: Path, files: int, reps: int) -> dict[str, Any]:
+    """OPTIMIZE of ``files`` of the large files on moto S3 through a `CountingRelay`; bytes sent vs compacted."""
+    import s3fs
+
+    sys.path.insert(0, str(h.REPO))  # the tests' S3 server (moto with atomic conditional writes)
+    from tests.moto_server import start_moto_server, stop_moto_server
+
+    runs: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="deltalite-stitch-s3-") as tmp:
+        local = Path(tmp) / "table"
+        subset_child = ["--subset", str(pristine), str(local), str(files)]
+        h.run_child_or_exit(__file__, subset_child, CHILD_TIMEOUT_S)
+        proc, options = start_moto_server(Path(tmp) / "moto.log")
+        relay = CountingRelay(int(options["endpoint_url"].rsplit(":", 1)[1]))
+        try:
+            fs = s3fs.S3FileSystem(key=options["key"], secret=options["secret"], endpoint_url=options["endpoint_url"])
+            fs.call_s3("create_bucket", Bucket=S3_BUCKET)
+            for rep in range(reps):
+                uri = f"s3://{S3_BUCKET}/t{rep}"
+                fs.put(str(local), uri.removeprefix("s3://"), recursive=True)
+                argv = [sys.executable, "-c", pc.DELTALITE_RUNNER, "optimize", "--json", uri]
+                argv += ["--target-size", str(GIB), "--max-concurrent-tasks", str(TASKS)]
+                for key, value in (("key", options["key"]), ("secret", options["secret"])):
+                    argv += ["--storage-option", f"{key}={value}"]
+                argv += ["--storage-option", f"endpoint_url={relay.endpoint}"]
+                relay.reset()
+                run = pc.run_process(argv, pc.child_env())
+                run["client_sent_bytes"], run["client_received_bytes"] = relay.sent, relay.received
+                if "error" not in run:
+                    doc = run["doc"]
+                    run["bytes_compacted"] = doc["filesRemoved"]["totalSize"]
+                    run["files_copied"] = doc["numFilesCopied"]
+                    run["sent_share"] = relay.sent / run["bytes_compacted"]
+                runs.append(run)
+                shown = f"{run['sent_share']:.4f}" if "sent_share" in run else run.get("error")
+                print(
+                    f"  s3 rep {rep}: process {run['process_wall_s']:.2f}s, sent {relay.sent / h.MIB:.2f} MiB, "
+                    f"received {relay.received / h.MIB:.2f} MiB, sent / compacted {shown}, load {run['load_1m']}"
+                )
+        finally:
+            relay.close()
+            stop_moto_server(proc)
+    return {"files": files, "runs": runs}
+
+
+def subset_child(pristine: str, dest: str, files: int) -> dict[str, Any]:
+    """A table of the first ``files`` of the large table's files (delta-rs writes it: a fresh log)."""
+    import deltalake
+    import pyarrow.parquet as pq
+
+    chosen = table_files(pristine)[:files]
+    props = deltalake.WriterProperties(compression="SNAPPY", max_row_group_size=ROWS_PER_FILE)
+    for f in chosen:
+        deltalake.write_deltalake(dest, pq.read_table(f), mode="append", writer_properties=props)
+    return {"files": len(table_files(dest))}
 
 
 def read_cost_child(pristine: str) -> dict[str, Any]:
@@ -193,16 +402,98 @@ def print_read_cost(cost: dict[str, Any]) -> None:
         )
 
 
+def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    ok = [r for r in runs if "error" not in r]
+    return {
+        "process_s": h.median(r["process_wall_s"] for r in ok),
+        "call_s": h.median(r.get("call_s") for r in ok),
+        "import_s": h.median(r.get("import_s") for r in ok),
+        "cpu_s": h.median(r["process_cpu_s"] for r in ok),
+        "peak_rss_mb": h.median(r["process_peak_rss_mb"] for r in ok),
+        "bytes_added": ok[-1]["bytes_added"] if ok else None,
+        "errors": len(runs) - len(ok),
+    }
+
+
+def print_table(med: dict[str, dict[str, Any]], floor: str | None) -> None:
+    header = f"{'config':22s}{'process s':>11s}{'in-process s':>14s}{'import s':>10s}{'cpu s':>8s}{'x delta-rs':>12s}"
+    print(f"{header}{'x cp' if floor else '':>8s}{'RSS MB':>9s}{'MiB out':>9s}")
+    for c, m in med.items():
+        if m["process_s"] is None:
+            print(f"{c:22s} failed")
+            continue
+        vs_rs = h.ratio(m["process_s"], med["delta-rs"]["process_s"]) or 0
+        vs_cp = f"{h.ratio(m['process_s'], med[floor]['process_s']) or 0:>8.2f}" if floor else f"{'':>8s}"
+        print(
+            f"{c:22s}{m['process_s']:>11.2f}{(m['call_s'] or 0):>14.2f}{(m['import_s'] or 0):>10.2f}{m['cpu_s']:>8.2f}"
+            f"{vs_rs:>12.2f}{vs_cp}{(m['peak_rss_mb'] or 0):>9.0f}{(m['bytes_added'] or 0) / h.MIB:>9.1f}"
+        )
+
+
+def show(label: str, rep: int, run: dict[str, Any]) -> None:
+    if "error" in run:
+        print(f"  {label:28s} rep {rep}: ERROR {run['error'][-300:]}")
+        return
+    print(
+        f"  {label:28s} rep {rep}: process {run['process_wall_s']:.2f}s, in-process {run['call_s']:.2f}s, "
+        f"cpu {run['process_cpu_s']:.2f}s, others {run['others_cores_during']:.1f} cores, load {run['load_1m']}"
+    )
+
+
+def bench_large(pc: Any, pristine: Path, info: dict[str, Any], reps: int) -> tuple[dict[str, Any], dict[str, Path]]:
+    runs: dict[str, list[dict[str, Any]]] = {c: [] for c in CONFIGS}
+    kept: dict[str, Path] = {}
+    for rep in range(reps):
+        for config in h.rotated(list(CONFIGS), rep):
+            run = measure(pc, config, pristine, WORK / config.replace("/", "-"), GIB)
+            if "error" not in run and config != "cp":
+                after = h.run_child_or_exit(__file__, ["--summary", run["table"]], CHILD_TIMEOUT_S)
+                run["identical"] = {k: v for k, v in after.items() if k != "files"} == {
+                    k: v for k, v in info.items() if k != "files"
+                }
+                run["files_after"] = after["files"]
+                if not run["identical"]:
+                    run["error"] = f"wrong result: {after}"
+                kept[config] = Path(run["table"])
+            runs[config].append(run)
+            show(config, rep, run)
+    return runs, kept
+
+
+def bench_small(pc: Any, reps: int) -> dict[str, Any]:
+    oc = h.load_benchmark("optimize_compact")
+    pristine, info, note = oc.prepare_table(False)
+    print(f"small files: {note} -> {info['files']} files, {info['bytes'] / h.MIB:.0f} MiB, {info['rows']:,} rows")
+    runs: dict[str, list[dict[str, Any]]] = {c: [] for c in SMALL_CONFIGS}
+    for rep in range(reps):
+        for config in h.rotated(list(SMALL_CONFIGS), rep):
+            run = measure(pc, config, pristine, WORK / f"small-{config}", SMALL_TARGET_SIZE, small=True)
+            if "error" not in run:
+                check = h.run_child_or_exit(
+                    oc.__file__, ["--verify-delta", run["table"], json.dumps(info["expected"])], CHILD_TIMEOUT_S
+                )
+                run["identical"] = bool(check.get("identical"))
+                run["files_after"] = check.get("files_after")
+                if not run["identical"]:
+                    run["error"] = f"wrong result: {check}"
+            runs[config].append(run)
+            show(f"small {config}", rep, run)
+    return {"table": {k: v for k, v in info.items() if k != "expected"}, "runs": runs}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--reps", type=int, default=1)
-    parser.add_argument("--files", type=int, default=24)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--files", type=int, default=112)
+    parser.add_argument("--skip-small", action="store_true", help="no small-file table")
+    parser.add_argument("--skip-spark", action="store_true", help="no Spark read side")
+    parser.add_argument("--skip-s3", action="store_true", help="no moto S3 run")
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--read-cost", action="store_true", help="only measure the full-scan cost per row-group size")
     args = parser.parse_args()
     started = time.perf_counter()
     h.compile_bytecode()
-    h.become_subreaper()
+    pc = h.load_benchmark("process_cost")
     root = CACHE / f"optimize-stitch-s{SEED}-n{args.files}"
     pristine = root / "pristine"
     info = h.cached_info(root, False)
@@ -214,85 +505,87 @@ def main() -> int:
         print_read_cost(h.run_child_or_exit(__file__, ["--read-cost-child", str(pristine)], CHILD_TIMEOUT_S))
         return 0
     print(f"table: {info['files']} files, {info['rows']} rows, {input_bytes / h.MIB:.0f} MiB (one row group a file)")
-    runs: dict[str, list[dict[str, Any]]] = {c: [] for c in CONFIGS}
-    kept: dict[str, Path] = {}
-    for rep in range(args.reps):
-        for config in h.rotated(list(CONFIGS), rep):
-            table = h.fresh_copy(pristine, WORK / config.replace("/", "-"))
-            out = WORK / f"out-{config.replace('/', '-')}"
-            shutil.rmtree(out, ignore_errors=True)
-            out.mkdir(parents=True)
-            res, err, tree = h.run_measured(__file__, ["--child", config, str(table), str(out)], CHILD_TIMEOUT_S)
-            run = {"config": config, "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()], **tree}
-            if res is None:
-                run["error"] = err
-            else:
-                run.update(res)
-                if config != "cp":
-                    after = h.run_child_or_exit(__file__, ["--summary", str(table)], CHILD_TIMEOUT_S)
-                    run["identical"] = {k: v for k, v in after.items() if k != "files"} == {
-                        k: v for k, v in info.items() if k != "files"
-                    }
-                    run["files_after"] = after["files"]
-                    kept[config] = table
-            runs[config].append(run)
-            wall = f"{run['wall_s']:.2f}s" if "wall_s" in run else run.get("error")
-            print(
-                f"  {config:20s} rep {rep}: process {run['process_s']:.2f}s, in-process {wall}, "
-                f"others' cpu {run['others_cpu_s']:.1f}s, load {run['load_average_1_5_15'][0]}"
-            )
-    med = {
-        c: {
-            "process_s": h.median(r["process_s"] for r in runs[c]),
-            "wall_s": h.median(r.get("wall_s") for r in runs[c]),
-            "peak_rss_mb": h.median(r.get("child_maxrss_mb") for r in runs[c]),
-            "bytes_added": runs[c][-1].get("bytes_added"),
-        }
-        for c in CONFIGS
-    }
+    runs, kept = bench_large(pc, pristine, info, args.reps)
+    med = {c: summarise(runs[c]) for c in CONFIGS}
     print()
-    header = f"{'config':22s}{'process s':>11s}{'in-process s':>14s}{'x delta-rs':>12s}{'x cp':>8s}"
-    print(f"{header}{'RSS MB':>9s}{'MiB out':>9s}")
-    for c in CONFIGS:
-        m = med[c]
-        vs_rs = h.ratio(m["process_s"], med["delta-rs"]["process_s"])
-        vs_cp = h.ratio(m["process_s"], med["cp"]["process_s"])
-        out_mib = (m["bytes_added"] or 0) / h.MIB
-        print(
-            f"{c:22s}{m['process_s']:>11.2f}{(m['wall_s'] or 0):>14.2f}{(vs_rs or 0):>12.2f}{(vs_cp or 0):>8.2f}"
-            f"{(m['peak_rss_mb'] or 0):>9.0f}{out_mib:>9.1f}"
-        )
-    reads = h.run_child_or_exit(
-        __file__, ["--read", str(kept["deltalite"]), str(kept["delta-rs"]), "123456789"], CHILD_TIMEOUT_S
-    )
-    print()
-    print(f"{'read (pyarrow, best of 3)':28s}{'scan s':>9s}{'point s':>9s}{'row groups':>12s}")
-    for name, r in reads.items():
-        print(f"{name:28s}{r['scan_s']:>9.3f}{r['point_s']:>9.3f}{r['row_groups']:>12d}")
+    print_table(med, "cp")
+    small = None
+    if not args.skip_small:
+        print()
+        small = bench_small(pc, args.reps)
+        small["medians"] = {c: summarise(small["runs"][c]) for c in SMALL_CONFIGS}
+        print()
+        print_table(small["medians"], None)
+    reads: dict[str, Any] = {}
+    if "deltalite" in kept and "delta-rs" in kept:
+        value = h.run_child_or_exit(__file__, ["--point-value", str(pristine)], CHILD_TIMEOUT_S)["value"]
+        tables = [str(kept["deltalite"]), str(kept["delta-rs"]), str(value)]
+        for reader, flag in (("pyarrow", "--read"), ("spark", "--spark-read")):
+            if reader == "spark" and args.skip_spark:
+                continue
+            result, err = h.run_child(__file__, [flag, *tables], CHILD_TIMEOUT_S)
+            reads[reader] = result if result is not None else {"error": err[-600:]}
+        print()
+        print(f"{'read (warm, best of 3)':28s}{'scan s':>9s}{'point s':>9s}{'hits':>6s}{'row groups':>12s}")
+        for reader, result in reads.items():
+            if "error" in result:
+                print(f"{reader:28s} failed: {result['error']}")
+                continue
+            for name, r in result.items():
+                groups = str(r["row_groups"]) if "row_groups" in r else ""
+                label = f"{reader} {name}"
+                print(f"{label:28s}{r['scan_s']:>9.3f}{r['point_s']:>9.3f}{r['point_hits']:>6d}{groups:>12s}")
+    s3 = None
+    if not args.skip_s3:
+        print()
+        s3 = bench_s3(pc, pristine, S3_FILES, args.reps)
     process = {c: med[c]["process_s"] for c in CONFIGS}
     targets = [
         h.target(
-            "deltalite / delta-rs (whole process)",
+            "large: deltalite / delta-rs (whole process)",
             h.ratio(process["deltalite"], process["delta-rs"]),
             TARGET_VS_DELTARS,
         ),
-        h.target("deltalite / cp (whole process)", h.ratio(process["deltalite"], process["cp"]), TARGET_VS_CP),
-        h.check(
-            "identical rows (delta-rs reads them)",
-            all(r.get("identical") for c in CONFIGS if c != "cp" for r in runs[c]),
-        ),
+        h.target("large: deltalite / cp (whole process)", h.ratio(process["deltalite"], process["cp"]), TARGET_VS_CP),
     ]
+    checked = [r for c in CONFIGS if c != "cp" for r in runs[c]]
+    if small is not None:
+        sm = small["medians"]
+        targets += [
+            h.target(
+                "small: deltalite / delta-rs (whole process)",
+                h.ratio(sm["deltalite"]["process_s"], sm["delta-rs"]["process_s"]),
+                TARGET_SMALL_VS_DELTARS,
+            ),
+            h.target(
+                "small: bytes written / delta-rs'",
+                h.ratio(sm["deltalite"]["bytes_added"], sm["delta-rs"]["bytes_added"]),
+                TARGET_SMALL_BYTES,
+            ),
+        ]
+        checked += [r for c in SMALL_CONFIGS for r in small["runs"][c]]
+    if s3 is not None:
+        shares = [r.get("sent_share") for r in s3["runs"]]
+        worst = max(shares) if shares and None not in shares else None
+        targets.append(h.target("s3: bytes sent / bytes compacted (worst run)", worst, TARGET_S3_SENT))
+    targets.append(h.check("identical rows (read back by delta-rs)", all(r.get("identical") for r in checked)))
     print()
-    h.print_targets(targets)
+    h.print_targets(targets, value_format="{:.3f}")
     report = {
-        "machine": h.machine_info(),
+        "machine": h.machine_info(("pyarrow", "deltalake", "numpy", "pyspark", "moto")),
         "code": h.code_under_test(
-            ["airflow_provider_deltalite/engine/parquet/*.py", "airflow_provider_deltalite/engine/rewrite*.py"]
+            [
+                "airflow_provider_deltalite/engine/parquet/*.py",
+                "airflow_provider_deltalite/engine/rewrite*.py",
+                "airflow_provider_deltalite/engine/storage/local.py",
+            ]
         ),
         "table": {**info, "bytes": input_bytes},
         "runs": runs,
         "medians": med,
+        "small_files": small,
         "reads": reads,
+        "s3": s3,
         "targets": targets,
         "note": "shared 2-core machine with other work running: timings are noisy; compare ratios within one run",
     }
@@ -305,11 +598,15 @@ if __name__ == "__main__":
         print(json.dumps(generate_child(sys.argv[2], int(sys.argv[3]))))
     elif len(sys.argv) > 1 and sys.argv[1] == "--summary":
         print(json.dumps(summary_child(sys.argv[2])))
-    elif len(sys.argv) > 1 and sys.argv[1] == "--child":
-        print(json.dumps(run_child(sys.argv[2], sys.argv[3], sys.argv[4])))
     elif len(sys.argv) > 1 and sys.argv[1] == "--read-cost-child":
         print(json.dumps(read_cost_child(sys.argv[2])))
+    elif len(sys.argv) > 1 and sys.argv[1] == "--point-value":
+        print(json.dumps({"value": point_value(sys.argv[2])}))
     elif len(sys.argv) > 1 and sys.argv[1] == "--read":
         print(json.dumps(read_child(sys.argv[2], sys.argv[3], int(sys.argv[4]))))
+    elif len(sys.argv) > 1 and sys.argv[1] == "--spark-read":
+        print(json.dumps(spark_read_child(sys.argv[2], sys.argv[3], int(sys.argv[4]))))
+    elif len(sys.argv) > 1 and sys.argv[1] == "--subset":
+        print(json.dumps(subset_child(sys.argv[2], sys.argv[3], int(sys.argv[4]))))
     else:
         sys.exit(main())

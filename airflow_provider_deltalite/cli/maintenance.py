@@ -34,8 +34,8 @@ def add_writer_arguments(p: argparse.ArgumentParser) -> None:
 
 def _run_rewrite(args: argparse.Namespace, operation: str) -> OptimizeStats:
     """Run OPTIMIZE or Z-order with the chosen executor and, on a terminal, a progress bar."""
-    # the maintenance modules load here, not with the CLI: `deltalite describe` and the rest never need them
-    from airflow_provider_deltalite.maintenance.clustering.zorder import zorder
+    # the maintenance modules load here, not with the CLI: `deltalite describe` and the rest never need them (nor
+    # OPTIMIZE Z-order's)
     from airflow_provider_deltalite.maintenance.optimize import optimize
 
     table = open_table(args)  # reads nothing yet; its URI names the table in option errors
@@ -58,6 +58,8 @@ def _run_rewrite(args: argparse.Namespace, operation: str) -> OptimizeStats:
             return optimize(
                 table, options, executor=executor, progress=progress, writer_options=writer, snapshot=snapshot
             )
+        from airflow_provider_deltalite.maintenance.clustering.zorder import zorder
+
         return zorder(table, options, executor=executor, progress=progress, writer_options=writer, snapshot=snapshot)
     finally:
         executor.close()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import importlib.abc
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -16,8 +15,9 @@ PANDAS_FREE_COMMANDS = frozenset(
 ) | {"maintain", "maintain-lake"}  # the planners, then the operations above
 
 
-class PandasBlocker(importlib.abc.MetaPathFinder):
-    """Fails ``import pandas`` while it is on ``sys.meta_path``.
+class PandasBlocker:
+    """Fails ``import pandas`` while it is on ``sys.meta_path`` (a meta path finder by its ``find_spec``: subclassing
+    ``importlib.abc.MetaPathFinder`` would import importlib.resources, tempfile, shutil and bz2 into every command).
 
     pyarrow imports pandas, when it is installed, the first time it converts anything: ``pa.array`` of a list or a
     NumPy array asks its pandas shim whether the value is a pandas object, and ``Array.to_numpy`` initialises the

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -18,6 +21,16 @@ def contiguous(values: pa.Array | pa.ChunkedArray) -> pa.Array:
             return pa.nulls(0, values.type)
         return values.combine_chunks()
     return values
+
+
+def int64_array(values: Any) -> pa.Array:
+    """An int64 Array of ``values`` (a NumPy array or a sequence of ints), sharing a contiguous int64 array's memory.
+
+    ``pa.array`` of a NumPy array first asks whether it is a masked array, which imports ``numpy.ma`` (40-120 ms, a
+    tenth of a small command); an Array over the buffer asks nothing.
+    """
+    data = np.ascontiguousarray(values, dtype=np.int64)
+    return pa.Array.from_buffers(pa.int64(), len(data), [None, pa.py_buffer(data)])
 
 
 def is_blank(text: pa.Array) -> pa.BooleanArray:

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.json as pa_json
 
 from airflow_provider_deltalite.engine import actions as A
-from airflow_provider_deltalite.engine.arrow_util import contiguous
+from airflow_provider_deltalite.engine.arrow_util import contiguous, int64_array
 from airflow_provider_deltalite.engine.errors import CorruptLog
 
 _BOM = b"\xef\xbb\xbf"
@@ -218,12 +218,9 @@ def _split_file_actions(
 def with_order(table: pa.Table, versions: Iterable[int], seq: Iterable[int]) -> pa.Table:
     """Append the replay-order columns ``_version`` and ``_seq`` (one value per row)."""
     table = table.append_column(
-        "_version",
-        pa.array(np.asarray(list(versions) if not isinstance(versions, np.ndarray) else versions, dtype=np.int64)),
+        "_version", int64_array(list(versions) if not isinstance(versions, np.ndarray) else versions)
     )
-    return table.append_column(
-        "_seq", pa.array(np.asarray(list(seq) if not isinstance(seq, np.ndarray) else seq, dtype=np.int64))
-    )
+    return table.append_column("_seq", int64_array(list(seq) if not isinstance(seq, np.ndarray) else seq))
 
 
 def _tags_column(buffer: bytes, num_rows: int, row_versions: np.ndarray, table_uri: str | None) -> pa.Array | None:

@@ -55,7 +55,6 @@ from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.engine.table import Table
 from airflow_provider_deltalite.engine.transaction import RetryPolicy
 from airflow_provider_deltalite.maintenance.bin_packing import group_by, pack_batches, pack_greedy, within_bytes
-from airflow_provider_deltalite.maintenance.clustering.liquid import cluster_table, refuse_where
 from airflow_provider_deltalite.maintenance.executor import Executor, LocalExecutor
 from airflow_provider_deltalite.maintenance.history.record import recorded
 from airflow_provider_deltalite.maintenance.optimize_stats import FileSizeMetrics, OptimizeStats
@@ -238,6 +237,9 @@ def optimize(
                 redact_uri(table.uri),
                 ", ".join(ignored),
             )
+        # only a clustered table needs the clustering modules: compaction's process does without their imports
+        from airflow_provider_deltalite.maintenance.clustering.liquid import cluster_table
+
         owned = executor is None
         executor = executor or LocalExecutor(max_concurrent_tasks)
         try:
@@ -298,6 +300,8 @@ def _refuse_clustering_options(opts: OptimizeOptions, clustered: bool, table_uri
     """On a table without clustering columns: ``full`` and ``min_cube_size`` mean nothing; ``where`` is refused on a
     clustered table even when it clusters on no column, as Delta does."""
     if clustered:
+        from airflow_provider_deltalite.maintenance.clustering.liquid import refuse_where
+
         refuse_where(opts.where, table_uri)
     for name, given in (("full", opts.full), ("min_cube_size", opts.min_cube_size is not None)):
         if given:

@@ -16,12 +16,14 @@ from airflow_provider_deltalite.engine.parquet.footer import (
     FileMetaData,
     FooterError,
     KeyValue,
+    OffsetIndex,
     decode_footer,
     encode_footer,
     file_with_footer,
     footer_bytes,
     read_footer,
 )
+from airflow_provider_deltalite.engine.parquet.stitch import NotStitchable, ShiftableOffsetIndex
 from airflow_provider_deltalite.engine.parquet.thrift_compact import (
     BINARY,
     I32,
@@ -234,3 +236,45 @@ def test_corrupt_structs_raise_one_clear_error(raw: bytes, problem: str) -> None
 def test_bad_file_endings_are_named(tail: bytes, problem: str) -> None:
     with pytest.raises(FooterError, match=problem):
         read_footer(tail)
+
+
+def _moved_field_by_field(raw: bytes, delta: int) -> bytes:
+    """The independent way to move an offset index: decode it whole, move each page location, encode it."""
+    index = OffsetIndex(read_struct(raw)[0])
+    for page in index.page_locations:
+        page.offset = page.offset + delta
+    return write_struct(index.raw)
+
+
+def test_offset_indexes_move_as_decoding_them_whole_moves_them() -> None:
+    # every offset index of the corpus (parquet-mr, parquet-rs, pyarrow), and pyarrow's with unencoded byte sizes
+    buf = io.BytesIO()
+    strings = pa.table({"s": [str(i) for i in range(20_000)], "i": list(range(20_000))})
+    pq.write_table(strings, buf, write_page_index=True, data_page_size=1000)
+    sources = [buf.getvalue()] + [p.read_bytes() for p in _corpus_parquet_files() if "_delta_log" not in p.parts]
+    moved = 0
+    for data in sources:
+        try:
+            meta = read_footer(data)
+        except FooterError:
+            continue
+        for group in meta.row_groups:
+            for chunk in group.columns:
+                if chunk.offset_index_offset is None:
+                    continue
+                raw = data[chunk.offset_index_offset : chunk.offset_index_offset + chunk.offset_index_length]
+                index = ShiftableOffsetIndex(raw)
+                assert index.offsets == [p.offset for p in OffsetIndex(read_struct(raw)[0]).page_locations]
+                for delta in (0, 3, -4, 1 << 33):
+                    assert index.moved(delta) == _moved_field_by_field(raw, delta)
+                moved += 1
+    assert moved >= 4000
+    # layouts the byte-cutting path does not take: a long list header for 1 location, a field unknown to this code
+    long_header = bytes([0x19, 0xFC, 0x01, 0x16, 0x08, 0x15, 0x0A, 0x16, 0x00, 0x00, 0x00])
+    unknown = bytes([0x19, 0x1C, 0x16, 0x08, 0x15, 0x0A, 0x16, 0x00, 0x00, 0x88, 0x02, 0x6F, 0x6B, 0x00])
+    for raw in (long_header, unknown):
+        index = ShiftableOffsetIndex(raw)
+        assert index.offsets == [4]
+        assert index.moved(10) == _moved_field_by_field(raw, 10) != raw
+    with pytest.raises(NotStitchable, match="offset index"):
+        ShiftableOffsetIndex(b"\x19\x1c\x16")

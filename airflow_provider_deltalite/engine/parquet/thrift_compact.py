@@ -38,7 +38,9 @@ __all__ = [
     "Struct",
     "ThriftError",
     "read_struct",
+    "read_varint",
     "write_struct",
+    "zigzag_varint",
 ]
 
 # compact protocol wire types (a bool field carries its value in the type: 1 true, 2 false)
@@ -246,6 +248,26 @@ def _varint_rest(buf: bytes, pos: int, first: int) -> tuple[int, int]:
         shift += 7
         if shift > 70:
             raise ThriftError("a Thrift varint is longer than 10 bytes")
+
+
+def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    """An unsigned varint at ``pos`` (a zigzag i16/i32/i64 still to be unzigzagged); the value and the position after.
+
+    Raises:
+        IndexError: the bytes end inside the varint.
+        ThriftError: the varint is longer than 10 bytes.
+    """
+    n = buf[pos]
+    if n < 0x80:
+        return n, pos + 1
+    return _varint_rest(buf, pos + 1, n)
+
+
+def zigzag_varint(n: int) -> bytes:
+    """The compact protocol's encoding of an i16/i32/i64 value (zigzag, then a minimal varint), as `write_struct`'s."""
+    out = bytearray()
+    _put_int(out, n)
+    return bytes(out)
 
 
 def _read_list(buf: bytes, pos: int, depth: int) -> tuple[List, int]:

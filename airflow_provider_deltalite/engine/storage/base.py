@@ -142,8 +142,8 @@ class StorageBackend(Protocol):
         default_concurrency: threads that keep the store busy when listing and deleting.
         delete_batch_size: paths per delete task (S3: the DeleteObjects limit).
         composes_from_ranges: `compose` builds a new object on the store from byte ranges of other objects without
-            their bytes passing through this process (S3: a multipart upload of ``UploadPartCopy`` parts); elsewhere
-            `compose` streams every byte through the worker.
+            their bytes passing through this process (S3: a multipart upload of ``UploadPartCopy`` parts; the local
+            disk: ``copy_file_range``, a copy in the kernel); elsewhere `compose` streams every byte through the worker.
     """
 
     fs: Any

@@ -177,17 +177,19 @@ class Storage:
 
     @property
     def composes_from_ranges(self) -> bool:
-        """`compose` copies byte ranges on the store itself (S3 ``UploadPartCopy``); elsewhere it streams them."""
+        """`compose` copies byte ranges on the store itself (S3 ``UploadPartCopy``, the local disk's kernel); elsewhere
+        it streams them."""
         return self.backend.composes_from_ranges
 
     def compose(self, path: str, segments: Sequence[Segment]) -> int:
         """Write the new file ``path`` from ``segments``: literal bytes, or ``(path, start, length)`` ranges of other
         files of the table (paths as `read_range` takes them). Returns the bytes this process sent; on a store that
-        `composes_from_ranges`, ranges of 5 MiB and more are copied by the store and never pass through here.
+        `composes_from_ranges`, ranges are copied by the store and never pass through here (on S3, those of 5 MiB
+        and more).
 
         Raises:
             StorageError: a source is missing or a request failed; nothing is left at ``path`` where the store can
-                abandon an upload (S3 aborts the multipart upload).
+                abandon an upload (S3 aborts the multipart upload; the local disk removes the partial file).
         """
         resolved = [
             s if isinstance(s, bytes | bytearray | memoryview) else (self.full_path(s[0]), s[1], s[2]) for s in segments
