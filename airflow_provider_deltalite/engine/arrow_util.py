@@ -33,6 +33,19 @@ def int64_array(values: Any) -> pa.Array:
     return pa.Array.from_buffers(pa.int64(), len(data), [None, pa.py_buffer(data)])
 
 
+def numpy_of(values: pa.Array) -> np.ndarray:
+    """A read-only NumPy view of a fixed-width Array without nulls (its data buffer); a copy otherwise.
+
+    ``Array.to_numpy`` (and ``np.asarray`` of an Array) goes through pyarrow's pandas conversion, which imports pandas
+    when it is installed (seconds and tens of MB for a small command); the view imports nothing.
+    """
+    width = values.type.bit_width // 8 if pa.types.is_integer(values.type) or pa.types.is_floating(values.type) else 0
+    if width and values.null_count == 0:
+        dtype = np.dtype(values.type.to_pandas_dtype())
+        return np.frombuffer(values.buffers()[1], dtype=dtype, count=len(values), offset=values.offset * width)
+    return values.to_numpy(zero_copy_only=False)
+
+
 def is_blank(text: pa.Array) -> pa.BooleanArray:
     """True where a string is null, empty or whitespace only (never null)."""
     blank = pc.or_(pc.equal(pc.binary_length(text), 0), pc.utf8_is_space(text))
