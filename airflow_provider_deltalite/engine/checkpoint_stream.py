@@ -123,10 +123,18 @@ def _non_file_rows(pf: pq.ParquetFile) -> pa.Table:
     wanted = np.flatnonzero(present)
     if not len(wanted):
         return pa.table({c: pa.nulls(0, schema.field(c).type) for c in columns})
-    last = int(wanted[-1])
+    return present_rows(pf, present, columns)
+
+
+def present_rows(
+    pf: pq.ParquetFile, present: np.ndarray, columns: list[str], row_groups: Sequence[int] | None = None
+) -> pa.Table:
+    """The ``columns`` of the rows ``present`` marks (over ``row_groups``, or the whole file), decoded a batch at a
+    time and only up to the last marked row: what the non-file reads keep of a checkpoint."""
+    last = int(np.flatnonzero(present)[-1])
     pieces = []
     offset = 0
-    for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=columns):
+    for batch in pf.iter_batches(batch_size=BATCH_ROWS, row_groups=row_groups, columns=columns, use_threads=False):
         chosen = present[offset : offset + batch.num_rows]
         if chosen.any():
             pieces.append(pa.Table.from_batches([batch]).filter(pa.array(chosen)))

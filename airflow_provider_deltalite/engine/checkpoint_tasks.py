@@ -42,10 +42,10 @@ from airflow_provider_deltalite.engine.checkpoint_reader import _non_file_from_c
 from airflow_provider_deltalite.engine.checkpoint_stream import (
     _SEQ_BASE,
     _SEQ_STRIDE,
-    BATCH_ROWS,
     _file_batches,
     _reading,
     open_checkpoint,
+    present_rows,
 )
 from airflow_provider_deltalite.engine.commit_file import (
     NonFileAction,
@@ -154,17 +154,8 @@ def read_slice_non_file(item: tuple[Storage, CheckpointSlice]) -> tuple[int, lis
             present |= np.asarray(probe.column(c).is_valid().to_numpy(zero_copy_only=False), dtype=bool)
         if not present.any():
             return part.index, []
-        last = int(np.flatnonzero(present)[-1])
-        pieces = []
-        offset = 0
-        for batch in pf.iter_batches(batch_size=BATCH_ROWS, row_groups=groups, columns=columns, use_threads=False):
-            chosen = present[offset : offset + batch.num_rows]
-            if chosen.any():
-                pieces.append(pa.Table.from_batches([batch]).filter(pa.array(chosen)))
-            offset += batch.num_rows
-            if offset > last:
-                break
-        return part.index, _non_file_from_checkpoint_table(pa.concat_tables(pieces), part.version)
+        rows = present_rows(pf, present, columns, groups)
+        return part.index, _non_file_from_checkpoint_table(rows, part.version)
 
 
 def read_slice_pruned(read: PrunedRead) -> tuple[int, pa.Table, pa.Table]:
