@@ -15,8 +15,11 @@ from airflow_provider_deltalite.maintenance.options import positive_bytes
 T = TypeVar("T")
 
 
-def pack_greedy(items: Iterable[T], size: Callable[[T], int], max_bin_size: int) -> list[list[T]]:
-    """Pack ``items`` in ascending size into consecutive bins of at most ``max_bin_size`` total.
+def pack_greedy(
+    items: Iterable[T], size: Callable[[T], int], max_bin_size: int, max_items: int | None = None
+) -> list[list[T]]:
+    """Pack ``items``, in the order given (compaction passes them in ascending size), into consecutive bins of at
+    most ``max_bin_size`` total and, with ``max_items``, at most that many items each.
 
     An item larger than ``max_bin_size`` gets a bin of its own (the reference closes an empty bin first and then
     drops it; the result is the same). Empty bins are never returned.
@@ -26,7 +29,7 @@ def pack_greedy(items: Iterable[T], size: Callable[[T], int], max_bin_size: int)
     total = 0
     for item in items:
         n = size(item)
-        if current and total + n > max_bin_size:
+        if current and (total + n > max_bin_size or (max_items is not None and len(current) >= max_items)):
             bins.append(current)
             current, total = [], 0
         current.append(item)

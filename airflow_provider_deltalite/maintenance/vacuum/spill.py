@@ -21,6 +21,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from airflow_provider_deltalite.maintenance.bin_packing import pack_greedy
+
 # What a spilled path is to VACUUM.
 LIVE = 0  # a live file or its deletion-vector file: protected, and a FULL listing must find it
 KEPT = 1  # a tombstone not yet expired, its deletion-vector file, or another spelling of a protected path: protected
@@ -162,16 +164,4 @@ def groups(
 ) -> list[list[tuple[str, int]]]:
     """``prefixes`` cut into consecutive groups of at most ``max_prefixes`` holding at most ``max_paths`` protected
     paths together (a larger prefix alone)."""
-    out: list[list[tuple[str, int]]] = []
-    group: list[tuple[str, int]] = []
-    held = 0
-    for item in prefixes:
-        n = count(item[0])
-        if group and (held + n > max_paths or len(group) >= max_prefixes):
-            out.append(group)
-            group, held = [], 0
-        group.append(item)
-        held += n
-    if group:
-        out.append(group)
-    return out
+    return pack_greedy(prefixes, lambda item: count(item[0]), max_paths, max_prefixes)
