@@ -28,8 +28,8 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
@@ -57,8 +57,10 @@ from airflow_provider_deltalite.engine.errors import CheckpointUnreadable, Corru
 from airflow_provider_deltalite.engine.log_path import LOG_DIR, SIDECAR_DIR, LogFileKind
 from airflow_provider_deltalite.engine.log_segment import CheckpointRef, load_log_segment
 from airflow_provider_deltalite.engine.partition_filter import BoundPartitionFilter, PartitionFilter
-from airflow_provider_deltalite.engine.replay import file_keys, reconcile
+from airflow_provider_deltalite.engine.replay import file_keys, reconcile, reconcile_commits
 from airflow_provider_deltalite.engine.snapshot import (
+    _INTERNAL,
+    STREAMED,
     Snapshot,
     _fold_non_file,
     _in_partitions,
@@ -167,14 +169,7 @@ def read_slice_pruned(read: PrunedRead) -> tuple[int, pa.Table, pa.Table]:
         CheckpointUnreadable: the file is missing or unreadable (naming it).
     """
     part = read.slice
-    normalize = _path_normalizer(read.storage)
-    touched = read.touched
-
-    def superseded(paths: pa.Array, dvs: pa.Array) -> pa.Array:
-        if not len(touched):
-            return pa.nulls(len(paths), pa.bool_()).fill_null(False)
-        return pc.is_in(file_keys(paths, dvs, normalize).cast(pa.string()), value_set=touched)
-
+    superseded = _superseded_by(read.touched, _path_normalizer(read.storage))
     columns = list(read.partition_columns)
     seq = _SEQ_BASE + part.index * _SEQ_STRIDE + part.first_row
     pieces = list(
@@ -185,6 +180,64 @@ def read_slice_pruned(read: PrunedRead) -> tuple[int, pa.Table, pa.Table]:
     if not pieces:
         return (part.index, *empty_file_actions(columns))
     return part.index, pa.concat_tables([a for a, _ in pieces]), pa.concat_tables([r for _, r in pieces])
+
+
+def _superseded_by(touched: pa.Array, normalize: Callable[[str], str]) -> Callable[[pa.Array, pa.Array], pa.Array]:
+    """Whether each (path, deletion vector) is one of the keys ``touched`` (the commits after the checkpoint)."""
+
+    def superseded(paths: pa.Array, dvs: pa.Array) -> pa.Array:
+        if not len(touched):
+            return pa.nulls(len(paths), pa.bool_()).fill_null(False)
+        return pc.is_in(file_keys(paths, dvs, normalize).cast(pa.string()), value_set=touched)
+
+    return superseded
+
+
+@dataclass(frozen=True)
+class SliceRead:
+    """A task's work item for `stream_slice`: the slice, and the keys of the files the commits after the checkpoint
+    touch (any checkpoint row with one of them is superseded)."""
+
+    storage: Storage
+    slice: CheckpointSlice
+    partition_columns: tuple[str, ...]
+    touched: pa.Array
+    fields: frozenset[str] | None = None
+
+
+def read_slice_first(item: tuple[Storage, CheckpointSlice]) -> tuple[int, list[NonFileAction], pa.Array]:
+    """Runs on a task: `read_slice_non_file`'s result and the paths of the slice's removes (one leaf column read;
+    superseded ones included): what a whole-table aggregation needs before its files stream by.
+
+    Raises:
+        CheckpointUnreadable: the file is missing or unreadable (naming it).
+    """
+    index, non_file = read_slice_non_file(item)
+    storage, part = item
+    with _reading(storage, part.path, part.version) as pf:
+        if A.REMOVE not in pf.schema_arrow.names:
+            return index, non_file, pa.array([], pa.string())
+        groups = list(range(pf.num_row_groups)) if part.row_groups is None else list(part.row_groups)
+        column = contiguous(pf.read_row_groups(groups, columns=[f"{A.REMOVE}.path"], use_threads=False)[A.REMOVE])
+    return index, non_file, contiguous(column.field("path")).filter(column.is_valid()).cast(pa.string())
+
+
+def stream_slice(read: SliceRead) -> Iterator[tuple[pa.Table, pa.Table]]:
+    """Runs on a task: the slice's live adds and tombstones that no commit after the checkpoint supersedes, a batch at
+    a time, as `ReplayStream.batches` hands them out (the same batches: a row group's rows, `BATCH_ROWS` at a time).
+
+    Raises:
+        CheckpointUnreadable: the file is missing or unreadable (naming it).
+    """
+    part = read.slice
+    superseded = _superseded_by(read.touched, _path_normalizer(read.storage))
+    seq = _SEQ_BASE + part.index * _SEQ_STRIDE + part.first_row
+    columns = list(read.partition_columns)
+    internal = list(_INTERNAL)
+    for adds, removes in _file_batches(
+        read.storage, part.path, part.version, columns, None, superseded, seq, read.fields, part.row_groups
+    ):
+        yield adds.drop_columns(internal), removes.drop_columns(internal)
 
 
 def checkpoint_parquet_bytes(ref: CheckpointRef) -> int:
@@ -255,24 +308,128 @@ def load_snapshot_with_tasks(
         else:
             if checkpoint_parquet_bytes(ref) < threshold:
                 return None
-            slices, non_file = _classic_slices(storage, ref, runner)
+            slices, non_file, _ = _classic_slices(storage, ref, runner)
             json_parts = []
         return _replay(storage, segment, partition_filter, runner, file_fields, slices, non_file, json_parts)
     except CheckpointUnreadable:
         return None  # the local replay falls back to an older checkpoint, or names the file it cannot read
 
 
+A_ = TypeVar("A_")
+
+
+@dataclass
+class TaskStream:
+    """`snapshot.ReplayStream` with the checkpoint read by a runner's tasks: the table's state without its files
+    (``snapshot``), one `SliceRead` per slice for the tasks (`fold`), and what the planning process holds itself:
+    the commits' own surviving actions (``tail``, after a V2 checkpoint's JSON part's) and every removed path.
+
+    A whole-table aggregation runs `fold` (each task streams its slice, `stream_slice`, and returns its sums), merges
+    the results in slice order, then adds the ``tail`` batches: the order `ReplayStream.batches` gives.
+    """
+
+    snapshot: Snapshot
+    runner: CheckpointTaskRunner
+    reads: list[SliceRead]
+    tail: list[tuple[pa.Table, pa.Table]] = field(default_factory=list)
+    removed: pa.Array = field(default_factory=lambda: pa.array([], pa.string()))
+
+    def removed_paths(self) -> pa.Array:
+        """As `ReplayStream.removed_paths`: every remove's path, the checkpoint's (read by the first round of tasks)
+        and the commits'."""
+        return self.removed
+
+    def fold(self, fn: Callable[[tuple[SliceRead, A_]], R], arg: A_) -> list[R]:
+        """``fn((read, arg))`` on one task per slice (``fn`` module-level, ``arg`` picklable and shared by every
+        task: sent once); the results in slice order."""
+        return self.runner.map_tasks(fn, [(read, arg) for read in self.reads])
+
+
+def stream_with_tasks(
+    storage: Storage, version: int | None, runner: CheckpointTaskRunner, file_fields: frozenset[str] | None = None
+) -> TaskStream | None:
+    """The table at ``version`` (None: latest) as a `TaskStream` (of the file actions only ``file_fields`` besides the
+    keys, when given), or None when the checkpoint is smaller than ``runner.checkpoint_task_bytes`` (or there is none,
+    or a task finds it unreadable): the caller streams locally (`snapshot.stream_snapshot`, which falls back to an
+    older checkpoint or names the file).
+
+    One round of tasks reads each slice's non-file actions and its removes' paths; the commits after the checkpoint
+    are read and reconciled here, their keys handed to the tasks that stream the slices.
+
+    Raises:
+        CorruptLog, ProtocolNotSupported, TableNotFound, VersionNotFound: as `stream_snapshot`.
+    """
+    threshold = getattr(runner, "checkpoint_task_bytes", None)
+    segment = load_log_segment(storage, version)
+    ref = segment.checkpoint
+    if threshold is None or ref is None:
+        return None
+    v2 = ref.kind is LogFileKind.UUID_CHECKPOINT or any(f.parsed.file_format == "json" for f in ref.files)
+    try:
+        if v2:
+            sources = open_checkpoint(storage, ref)
+            sidecars = [a.value for a in sources.non_file if a.name == A.SIDECAR]
+            if checkpoint_parquet_bytes(ref) + sum(int(s.get("sizeInBytes") or 0) for s in sidecars) < threshold:
+                return None
+            slices = [CheckpointSlice(ref.version, p, i) for i, p in enumerate(sources.parquet_paths)]
+            found: list[tuple[Any, ...]] = []
+            non_file, json_parts = sources.non_file, sources.json_parts
+        else:
+            if checkpoint_parquet_bytes(ref) < threshold:
+                return None
+            slices, non_file, found = _classic_slices(storage, ref, runner, read_slice_first)
+            json_parts = []
+        if len(slices) > len(found):  # sidecars: no non-file action to read, only their removes' paths
+            found = found + runner.map_tasks(read_slice_first, [(storage, s) for s in slices[len(found) :]])
+    except CheckpointUnreadable:
+        return None
+    uri = storage.table_uri
+    contents = _read_commits(storage, segment.commits)
+    non_file = non_file + find_non_file_actions(contents, uri)
+    folded = _fold_non_file(non_file, segment, uri)
+    partition_columns = _partition_physical_union(non_file, uri)
+    adds, removes = parse_commit_file_actions(contents, partition_columns, uri)
+    normalize = _path_normalizer(storage)
+    live, tombstones, superseded = reconcile_commits(adds, removes, normalize)
+    touched = _touched_keys(adds, removes, normalize)
+    removed = [contiguous(removes.column("path")).cast(pa.string()), *(contiguous(r[2]) for r in found)]
+    tail = []
+    if json_parts:
+        seq = _SEQ_BASE + len(slices) * _SEQ_STRIDE
+        a, r = parse_commit_file_actions([(-1, d) for d in json_parts], partition_columns, uri, seq_base=seq)
+        removed.append(contiguous(r.column("path")).cast(pa.string()))
+        a = a.filter(pc.invert(superseded(a.column("path"), a.column("deletionVector"))))
+        r = r.filter(pc.invert(superseded(r.column("path"), r.column("deletionVector"))))
+        tail.append((a, r))
+    tail.append((live, tombstones))
+    internal = list(_INTERNAL)
+    empty = empty_file_actions(partition_columns)
+    state = _table_state(folded, *empty, segment, tuple(partition_columns), pruned_by=STREAMED, file_fields=file_fields)
+    reads = [SliceRead(storage, s, tuple(partition_columns), touched, file_fields) for s in slices]
+    return TaskStream(
+        Snapshot(storage, state),
+        runner,
+        reads,
+        [(a.drop_columns(internal), r.drop_columns(internal)) for a, r in tail],
+        pa.concat_arrays(removed),
+    )
+
+
 def _classic_slices(
-    storage: Storage, ref: CheckpointRef, runner: CheckpointTaskRunner
-) -> tuple[list[CheckpointSlice], list[NonFileAction]]:
-    """The slices of a classic or multi-part checkpoint and its non-file actions (read by the tasks); sidecars a
-    classic-named V2 checkpoint lists become slices of their own."""
+    storage: Storage,
+    ref: CheckpointRef,
+    runner: CheckpointTaskRunner,
+    first: Callable[[tuple[Storage, CheckpointSlice]], tuple[Any, ...]] = read_slice_non_file,
+) -> tuple[list[CheckpointSlice], list[NonFileAction], list[tuple[Any, ...]]]:
+    """The slices of a classic or multi-part checkpoint, its non-file actions (read by the tasks, with ``first``),
+    and ``first``'s results in slice order; sidecars a classic-named V2 checkpoint lists become slices of their own
+    (after those results)."""
     if len(ref.files) == 1:
         slices = split_row_groups(storage, ref.files[0].path, ref.version, 0, SLICES_PER_CORE * runner.parallelism)
     else:
         slices = [CheckpointSlice(ref.version, f.path, i) for i, f in enumerate(ref.files)]
-    found = sorted(runner.map_tasks(read_slice_non_file, [(storage, s) for s in slices]), key=lambda r: r[0])
-    non_file = [a for _, actions in found for a in actions]
+    found = sorted(runner.map_tasks(first, [(storage, s) for s in slices]), key=lambda r: r[0])
+    non_file = [a for r in found for a in r[1]]
     if not any(a.name == A.PROTOCOL for a in non_file) or not any(a.name == A.METADATA for a in non_file):
         raise CorruptLog(f"checkpoint {ref.version} has no protocol or metaData action", storage.table_uri)
     index = len(ref.files)
@@ -280,7 +437,7 @@ def _classic_slices(
         path = str(sidecar.get("path", ""))
         slices.append(CheckpointSlice(ref.version, path if "/" in path else f"{LOG_DIR}/{SIDECAR_DIR}/{path}", index))
         index += 1
-    return slices, non_file
+    return slices, non_file, found
 
 
 def _replay(
@@ -302,15 +459,7 @@ def _replay(
     partition_columns = _partition_physical_union(non_file, uri)
     adds, removes = parse_commit_file_actions(contents, partition_columns, uri)
     normalize = _path_normalizer(storage)
-    keys = pa.concat_arrays(
-        [
-            contiguous(file_keys(adds.column("path"), adds.column("deletionVector"), normalize).cast(pa.string())),
-            contiguous(
-                file_keys(removes.column("path"), removes.column("deletionVector"), normalize).cast(pa.string())
-            ),
-        ]
-    )
-    touched = contiguous(pc.unique(keys))
+    touched = _touched_keys(adds, removes, normalize)
     reads = [PrunedRead(storage, s, tuple(partition_columns), keep, touched, file_fields) for s in slices]
 
     def base_rows(superseded: Callable[[pa.Array, pa.Array], pa.Array]) -> tuple[pa.Table, pa.Table]:
@@ -342,6 +491,19 @@ def _replay(
     )
 
 
+def _touched_keys(adds: pa.Table, removes: pa.Table, normalize: Callable[[str], str]) -> pa.Array:
+    """The distinct keys (path, deletion vector) of the commits' file actions: the checkpoint rows they supersede."""
+    keys = pa.concat_arrays(
+        [
+            contiguous(file_keys(adds.column("path"), adds.column("deletionVector"), normalize).cast(pa.string())),
+            contiguous(
+                file_keys(removes.column("path"), removes.column("deletionVector"), normalize).cast(pa.string())
+            ),
+        ]
+    )
+    return contiguous(pc.unique(keys))
+
+
 def _first(result: tuple[int, pa.Table, pa.Table]) -> int:
     """The first sequence number of a slice's rows (slices of one file share its index)."""
     for table in result[1:]:
@@ -364,9 +526,14 @@ __all__ = [
     "CheckpointSlice",
     "CheckpointTaskRunner",
     "PrunedRead",
+    "SliceRead",
+    "TaskStream",
     "listed_checkpoint_bytes",
     "load_snapshot_with_tasks",
+    "read_slice_first",
     "read_slice_non_file",
     "read_slice_pruned",
     "split_row_groups",
+    "stream_slice",
+    "stream_with_tasks",
 ]

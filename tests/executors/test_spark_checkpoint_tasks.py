@@ -1,6 +1,8 @@
 """A partition-pruned plan whose checkpoint Spark tasks read (`engine.checkpoint_tasks`): the same files as delta-rs
 and as the local pruned replay, for a multi-part checkpoint and a V2 checkpoint with sidecars from the corpus, with
 files removed after the checkpoint; a corrupt part read on a task is one line naming it, exit 2, nothing written.
+Whole-table health and the planner's first pass summed by the tasks (`health.task_sums`): every figure equal to the
+local stream's, files removed and added after the checkpoint.
 
 The session executors of `tests/conftest.py` are reused, their threshold set to 0 for the test (every checkpoint is
 read by tasks), so this adds no JVM.
@@ -19,8 +21,11 @@ from airflow_provider_deltalite.engine.checkpoint_tasks import load_snapshot_wit
 from airflow_provider_deltalite.engine.partition_filter import PartitionFilter
 from airflow_provider_deltalite.engine.snapshot import load_snapshot
 from airflow_provider_deltalite.engine.storage.table_storage import Storage
+from airflow_provider_deltalite.engine.table import Table
 from airflow_provider_deltalite.executors.spark import SparkExecutor
+from airflow_provider_deltalite.maintenance.health.compute import table_health
 from airflow_provider_deltalite.maintenance.optimize import optimize
+from airflow_provider_deltalite.maintenance.planner import MaintenancePolicy, health_and_plan
 from airflow_provider_deltalite.table import DeltaTable
 from tests.conformance.corpus import deltars_paths, normalise_path
 from tests.helpers import copy_table, tree_state
@@ -153,6 +158,76 @@ def test_a_classic_checkpoint_of_many_row_groups_read_by_tasks_equals_delta_rs(
         _same(ours, load_snapshot(storage, partition_filter=PartitionFilter(predicate)))
         assert _paths(ours, table) <= theirs
     assert _paths(ours, table) == theirs
+
+
+NOW_MS = 1_900_000_000_000
+
+
+def _task_jobs(executor: SparkExecutor, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the functions ``executor`` runs as tasks from now on (so a test knows the tasks did the work)."""
+    jobs: list[str] = []
+    real = executor.map_tasks
+
+    def counted(fn: Any, items: Any) -> Any:
+        jobs.append(fn.__name__)
+        return real(fn, items)
+
+    monkeypatch.setattr(executor, "map_tasks", counted)
+    return jobs
+
+
+def test_health_summed_by_tasks_equals_the_local_stream_on_a_multi_part_checkpoint(
+    tasks_always: SparkExecutor, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = copy_table(MULTI_PART, tmp_path / "t")
+    _remove_all_of(table, 6, "part = 2")  # after the checkpoint: not counted, the removes are tombstones
+    jobs = _task_jobs(tasks_always, monkeypatch)
+    ours = table_health(Table(str(table)), now=NOW_MS, tasks=tasks_always)
+    assert jobs == ["read_slice_first", "sum_slice"]
+    local = table_health(Table(str(table)), now=NOW_MS)
+    assert ours.to_dict() == local.to_dict()
+    assert (ours.files, ours.tombstones.files, len(ours.partitions)) == (3, 2, 3)
+    assert [(p.files, p.tombstone_files) for p in ours.partitions] == [(1, 0), (2, 0), (0, 2)]
+
+
+def test_health_and_plan_summed_by_tasks_equal_the_local_stream_on_a_classic_checkpoint(
+    tasks_always: SparkExecutor, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pyarrow.parquet as pq
+
+    table = copy_table("delta-golden/dv-partitioned-with-checkpoint", tmp_path / "t")
+    checkpoint = table / "_delta_log" / "00000000000000000010.checkpoint.parquet"
+    # row groups of 6: the checkpoint spreads over row-group ranges; two files kept with a new deletion vector have
+    # their tombstone in another range than their live row (live again, so not reclaimable)
+    pq.write_table(pq.read_table(checkpoint), checkpoint, row_group_size=6)
+    _remove_all_of(table, 16, "part = 2", keep_partition_values=False)
+    _commit(
+        table,
+        17,
+        [
+            {
+                "add": {
+                    "path": "part=99/new.parquet",
+                    "partitionValues": {"part": "99"},
+                    "size": 10,
+                    "modificationTime": 1,
+                    "dataChange": True,
+                    "stats": '{"numRecords": 3}',
+                }
+            }
+        ],
+    )
+    policy = MaintenancePolicy()
+    jobs = _task_jobs(tasks_always, monkeypatch)
+    health, plan = health_and_plan(Table(str(table)), policy, now=NOW_MS, tasks=tasks_always)
+    # the first pass, then the pruned replay of the one group of partitions that need work
+    assert jobs == ["read_slice_first", "sum_slice", "read_slice_non_file", "read_slice_pruned"]
+    local_health, local_plan = health_and_plan(Table(str(table)), policy, now=NOW_MS)
+    assert health.to_dict() == local_health.to_dict()
+    assert plan.to_dict() == local_plan.to_dict()
+    assert not plan.is_empty
+    parts = {p.partition_values["part"]: p for p in health.partitions}
+    assert parts["2"].files == 0 and parts["99"].files == 1 and parts["99"].rows == 3
 
 
 def test_a_single_file_checkpoint_spreads_over_row_group_ranges(tmp_path: Path) -> None:

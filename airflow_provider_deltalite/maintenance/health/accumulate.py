@@ -11,6 +11,7 @@ collected on the way (`ReplayStream.removed_paths`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -67,15 +68,19 @@ class PartitionRegistry:
         rows = [tuple(_value_at(pv, physical, int(i))) for i in first]
         mapping = np.empty(len(local), np.int64)
         for j, values in enumerate(rows):
-            found = self._ids.get(values)
-            if found is None:
-                found = self._ids[values] = len(self.values)
-                self.values.append(values)
-            mapping[j] = found
+            mapping[j] = self.register(values)
         ids = mapping[inverse.reshape(-1)]
         if pv.null_count:
             ids = np.where(pv.is_valid().to_numpy(zero_copy_only=False), ids, -1)
         return ids
+
+    def register(self, values: tuple[str | None, ...]) -> int:
+        """The id of a partition by its raw values, numbering it next when it is new."""
+        found = self._ids.get(values)
+        if found is None:
+            found = self._ids[values] = len(self.values)
+            self.values.append(values)
+        return found
 
     def order(self, used: np.ndarray) -> list[int]:
         """The used partitions sorted by typed value, null first (1 < 2 < 10 for integers, not "1" < "10" < "2")."""
@@ -107,8 +112,34 @@ def _value_at(struct: pa.Array, names: Sequence[str], i: int) -> list[str | None
     return [row.get(name) for name in names]
 
 
+# what health reads of a tombstone (`tombstones`, `HealthAccumulator.add_dead`): the rest is not kept
+TOMBSTONE_COLUMNS = ("path", "partitionValues", "size", "deletionTimestamp")
+
+
+@dataclass
+class HealthPart:
+    """A `HealthAccumulator`'s sums over some batches with its partitions numbered on their own (``values``, in the
+    order first seen): what a task returns for its slice of a checkpoint, merged with `HealthAccumulator.merge`."""
+
+    values: list[tuple[str | None, ...]]
+    sums: dict[str, np.ndarray]
+    files: int
+    with_records: int
+    histogram: tuple[np.ndarray, np.ndarray]
+    bounds: list[list[tuple[np.ndarray, pa.Array, pa.Array]]]
+    unboundable: list[bool]
+    tombstones: list[pa.Table]
+    relive: list[pa.Array]
+
+
 class HealthAccumulator:
-    """Sums of one table's health over batches (`add`), read out by `finish`."""
+    """Sums of one table's health over batches (`add`), or over other accumulators' parts (`part`, `merge`: each
+    partition's sums added, its files' clustering bounds renumbered); read out by `compute`.
+
+    Merging the parts of consecutive runs of batches, in order, gives the sums one accumulator of all the batches
+    gives, with the partitions numbered alike: a part numbers its partitions in the order it first saw them, and the
+    merge registers them in that order.
+    """
 
     def __init__(self, snap: Snapshot, measured: Sequence[MeasuredColumn], min_file_size: int) -> None:
         self.snap = snap
@@ -128,7 +159,7 @@ class HealthAccumulator:
     def add(self, live: pa.Table, tombstones: pa.Table, removed_paths: pa.Array) -> None:
         """One batch of live files (`Snapshot.raw_files` layout) and of tombstones."""
         if tombstones.num_rows:
-            self.tombstones.append(tombstones)
+            self.tombstones.append(tombstones.select([c for c in TOMBSTONE_COLUMNS if c in tombstones.column_names]))
         if not live.num_rows:
             return
         paths = contiguous(live.column("path"))
@@ -167,6 +198,37 @@ class HealthAccumulator:
             ("dv_files", has_dv.astype(np.int64)),
         ):
             self._add_per_group(name, groups, values)
+
+    def part(self) -> HealthPart:
+        """The sums so far, for another accumulator's `merge` (a task's result: no snapshot in it)."""
+        return HealthPart(
+            values=list(self.partitions.values),
+            sums={name: self.per_group(name) for name in _SUMS},
+            files=self.files,
+            with_records=self.with_records,
+            histogram=self.histogram,
+            bounds=self.bounds,
+            unboundable=self.unboundable,
+            tombstones=self.tombstones,
+            relive=self.relive,
+        )
+
+    def merge(self, part: HealthPart) -> None:
+        """Add the sums of ``part`` (of the same table and measured columns), as if its batches were added here."""
+        mapping = np.array([self.partitions.register(v) for v in part.values], np.int64)
+        for name, values in part.sums.items():
+            current = self.per_group(name)
+            # the mapping never sends two of the part's partitions to one: a plain indexed add is exact
+            current[mapping[: len(values)]] += values
+            self.sums[name] = current
+        self.files += part.files
+        self.with_records += part.with_records
+        self.histogram = (self.histogram[0] + part.histogram[0], self.histogram[1] + part.histogram[1])
+        for k, pieces in enumerate(part.bounds):
+            self.bounds[k].extend((_renumbered(groups, mapping), mins, maxs) for groups, mins, maxs in pieces)
+            self.unboundable[k] = self.unboundable[k] or part.unboundable[k]
+        self.tombstones.extend(part.tombstones)
+        self.relive.extend(part.relive)
 
     def add_dead(self, dead: pa.Table) -> np.ndarray:
         """Count the dead tombstones per partition; returns their partition ids (-1: none)."""
@@ -207,3 +269,10 @@ class HealthAccumulator:
             return np.zeros(0, np.int64), pa.array([], column), pa.array([], column)
         groups = np.concatenate([p[0] for p in pieces])
         return groups, pa.concat_arrays([p[1] for p in pieces]), pa.concat_arrays([p[2] for p in pieces])
+
+
+def _renumbered(groups: np.ndarray, mapping: np.ndarray) -> np.ndarray:
+    """Partition ids of a part as ids of the merged registry (-1, no partition, stays)."""
+    if not len(mapping):
+        return groups
+    return np.where(groups >= 0, mapping[np.maximum(groups, 0)], -1)

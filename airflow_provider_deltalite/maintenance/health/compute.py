@@ -2,7 +2,9 @@
 
 Without a snapshot the table is read as a stream (`engine.snapshot.stream_snapshot`: the checkpoint a batch at a time,
 without tags or row-tracking fields) and summed batch by batch (`accumulate.HealthAccumulator`); a snapshot the
-caller has loaded is summed as one batch. Per batch, files are grouped by partition and every per-partition figure is
+caller has loaded is summed as one batch. With a task runner (the Spark executor) and a checkpoint of at least its
+``checkpoint_task_bytes``, the runner's tasks sum the checkpoint a slice each and the parts are merged
+(`task_sums`). Per batch, files are grouped by partition and every per-partition figure is
 a `bincount` over the group ids; no loop runs per file. Statistics are parsed for ``numRecords`` and the measured
 columns only.
 """
@@ -12,11 +14,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from airflow_provider_deltalite.engine.arrow_util import contiguous
+from airflow_provider_deltalite.engine.checkpoint_tasks import TaskStream, stream_with_tasks
 from airflow_provider_deltalite.engine.errors import InvalidArgument
 from airflow_provider_deltalite.engine.properties import DELETED_FILE_RETENTION_DURATION, TARGET_FILE_SIZE
 from airflow_provider_deltalite.engine.snapshot import ReplayStream, Snapshot, stream_snapshot
@@ -36,6 +40,7 @@ from airflow_provider_deltalite.maintenance.health.metrics import (
     PartitionHealth,
     TableHealth,
 )
+from airflow_provider_deltalite.maintenance.health.task_sums import BatchObserver, summing_on_tasks
 from airflow_provider_deltalite.maintenance.health.tombstones import dead_tombstones, tombstone_figures
 
 DEFAULT_MIN_FILE_SIZE = GIB  # OPTIMIZE's default minimum file size without delta.targetFileSize
@@ -51,6 +56,7 @@ def table_health(
     columns: Sequence[str] | None = None,
     min_file_size: int | None = None,
     now: datetime | int | str | None = None,
+    tasks: Any = None,
 ) -> TableHealth:
     """The health of ``table`` from its log and file statistics (no data file is read).
 
@@ -61,6 +67,8 @@ def table_health(
             columns of the newest Z-order in the log, else none).
         min_file_size: files below it count as small (default: ``delta.targetFileSize``, else 1 GiB, as OPTIMIZE).
         now: the time the time-based figures are measured at (datetime, epoch ms or ISO-8601; default: now).
+        tasks: a `checkpoint_tasks.CheckpointTaskRunner` (the Spark executor): without ``snapshot``, a checkpoint of at
+            least its ``checkpoint_task_bytes`` is summed by its tasks, a slice each (`task_sums`); the same figures.
 
     Returns:
         TableHealth (see `maintenance.health.metrics` for each figure).
@@ -89,37 +97,63 @@ def table_health(
     if snapshot is not None:
         snap = table.planning_snapshot(snapshot)
         batches: Iterable[tuple[pa.Table, pa.Table]] = [(snap.raw_files, snap.tombstones)]
-        return _health(uri, snap, batches, contiguous(snap.tombstones.column("path")), columns, min_file_size, now_ms)
-    # the table as a stream: memory follows a batch of files (and the tombstones), not the table
-    stream = stream_snapshot(table.storage, file_fields=HEALTH_FILE_FIELDS)
-    return _health(uri, stream.snapshot, stream.batches(), stream.removed_paths(), columns, min_file_size, now_ms)
+        fill = _summing(batches, contiguous(snap.tombstones.column("path")))
+        return _health(uri, snap, fill, columns, min_file_size, now_ms)
+    # the table as a stream: memory follows a batch of files (and the tombstones), not the table; a large
+    # checkpoint summed by the tasks of ``tasks`` (the Spark executor) from its ``checkpoint_task_bytes``
+    stream = open_stream(table, HEALTH_FILE_FIELDS, tasks)
+    return stream_health(table, stream, columns=columns, min_file_size=min_file_size, now_ms=now_ms)
+
+
+def open_stream(table: Table, file_fields: frozenset[str], tasks: Any = None) -> ReplayStream | TaskStream:
+    """The latest version as a stream of ``file_fields``: read by the tasks of ``tasks`` (a
+    `checkpoint_tasks.CheckpointTaskRunner`) when its checkpoint has at least their ``checkpoint_task_bytes``, else
+    in this process."""
+    if tasks is not None and getattr(tasks, "checkpoint_task_bytes", None) is not None:
+        found = stream_with_tasks(table.storage, None, tasks, file_fields)
+        if found is not None:
+            return found
+    return stream_snapshot(table.storage, file_fields=file_fields)
 
 
 def stream_health(
     table: Table,
-    stream: ReplayStream,
+    stream: ReplayStream | TaskStream,
     *,
     columns: Sequence[str] | None = None,
     min_file_size: int | None = None,
     now_ms: int,
-    observe: Callable[[pa.Table, pa.Table], None] | None = None,
+    observer: BatchObserver | None = None,
 ) -> TableHealth:
-    """`table_health` of a `ReplayStream` the caller opened (with `HEALTH_FILE_FIELDS` at least), handing each
-    batch of live files and tombstones to ``observe`` as well: one pass over the log for the health and whatever
-    else the caller sums (the maintenance planner's per-partition triggers)."""
-    batches, removed = stream.batches(), stream.removed_paths()
-    return _health(table.uri, stream.snapshot, batches, removed, columns, min_file_size, now_ms, observe)
+    """`table_health` of a stream the caller opened (with `HEALTH_FILE_FIELDS` at least), handing each batch of
+    live files and tombstones to ``observer`` as well (on a `TaskStream`, a copy per task, merged): one pass over the
+    log for the health and whatever else the caller sums (the maintenance planner's per-partition triggers)."""
+    if isinstance(stream, TaskStream):
+        fill = summing_on_tasks(stream, observer)
+    else:
+        fill = _summing(stream.batches(), stream.removed_paths(), observer)
+    return _health(table.uri, stream.snapshot, fill, columns, min_file_size, now_ms)
+
+
+def _summing(
+    batches: Iterable[tuple[pa.Table, pa.Table]], removed: pa.Array, observer: BatchObserver | None = None
+) -> Callable[[HealthAccumulator], None]:
+    def fill(acc: HealthAccumulator) -> None:
+        for live, stones in batches:
+            acc.add(live, stones, removed)
+            if observer is not None:
+                observer.add(live, stones)
+
+    return fill
 
 
 def _health(
     uri: str,
     snap: Snapshot,
-    batches: Iterable[tuple[pa.Table, pa.Table]],
-    removed: pa.Array,
+    fill: Callable[[HealthAccumulator], None],
     columns: Sequence[str] | None,
     min_file_size: int | None,
     now_ms: int,
-    observe: Callable[[pa.Table, pa.Table], None] | None = None,
 ) -> TableHealth:
     if columns:  # bad names fail before any work
         choose_columns(snap, columns, ())
@@ -135,10 +169,7 @@ def _health(
     file_retention_ms = snap.properties.interval_ms(DELETED_FILE_RETENTION_DURATION)
 
     acc = HealthAccumulator(snap, measured, min_file_size)
-    for live, stones in batches:
-        acc.add(live, stones, removed)
-        if observe is not None:
-            observe(live, stones)
+    fill(acc)
     tombstones = dead_tombstones(acc.all_tombstones(), acc.relive_paths())
     dead_groups = acc.add_dead(tombstones)
     n_groups = len(acc.partitions)

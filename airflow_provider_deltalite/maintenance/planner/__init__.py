@@ -17,7 +17,7 @@ Example:
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_deltalite.maintenance.health.compute import table_health
 from airflow_provider_deltalite.maintenance.planner.decide import decide
@@ -71,6 +71,7 @@ def plan_maintenance(
     snapshot: Snapshot | None = None,
     now: int | None = None,
     health: TableHealth | None = None,
+    tasks: Any = None,
 ) -> MaintenancePlan:
     """Which maintenance ``table`` needs now, why, and what it should cost (nothing is written).
 
@@ -81,6 +82,8 @@ def plan_maintenance(
             files are never held at once, see `streamed`).
         now: epoch milliseconds of "now" for cooldowns and retention (default: the clock).
         health: the snapshot's health when the caller has measured it already (default: measured here, at ``now``).
+        tasks: the Spark executor (a `checkpoint_tasks.CheckpointTaskRunner`): without ``snapshot``, a checkpoint of
+            at least its ``checkpoint_task_bytes`` is read by its tasks (`streamed.plan_streamed`); the same plan.
 
     Returns:
         MaintenancePlan; ``plan.is_empty`` when the table needs nothing.
@@ -92,7 +95,7 @@ def plan_maintenance(
     now = int(time.time() * 1000) if now is None else now
     policy = policy or MaintenancePolicy()
     if snapshot is None and health is None:
-        return plan_streamed(table, policy, now, *_health_settings(policy))[1]
+        return plan_streamed(table, policy, now, *_health_settings(policy), tasks=tasks)[1]
     snapshot = table.planning_snapshot(snapshot)
     if health is None:
         health = policy_health(table, policy, snapshot=snapshot, now=now)
@@ -100,26 +103,37 @@ def plan_maintenance(
 
 
 def health_and_plan(
-    table: Table, policy: MaintenancePolicy | None = None, *, snapshot: Snapshot | None = None, now: int | None = None
+    table: Table,
+    policy: MaintenancePolicy | None = None,
+    *,
+    snapshot: Snapshot | None = None,
+    now: int | None = None,
+    tasks: Any = None,
 ) -> tuple[TableHealth, MaintenancePlan]:
     """The table's health as ``policy`` sees it (`policy_health`) and the plan made from it, on one snapshot at one
-    "now": what the CLI prints and the operator returns as the health before a run."""
+    "now": what the CLI prints and the operator returns as the health before a run (``tasks``: as
+    `plan_maintenance`'s)."""
     now = int(time.time() * 1000) if now is None else now
     policy = policy or MaintenancePolicy()
     if snapshot is None:
-        return plan_streamed(table, policy, now, *_health_settings(policy))
+        return plan_streamed(table, policy, now, *_health_settings(policy), tasks=tasks)
     snapshot = table.planning_snapshot(snapshot)
     health = policy_health(table, policy, snapshot=snapshot, now=now)
     return health, plan_maintenance(table, policy, snapshot=snapshot, now=now, health=health)
 
 
 def policy_health(
-    table: Table, policy: MaintenancePolicy | None = None, *, snapshot: Snapshot | None = None, now: int | None = None
+    table: Table,
+    policy: MaintenancePolicy | None = None,
+    *,
+    snapshot: Snapshot | None = None,
+    now: int | None = None,
+    tasks: Any = None,
 ) -> TableHealth:
     """`table_health` measured as ``policy`` sees the table: small files below its ``min_file_size`` (else its
     ``target_file_size``, else OPTIMIZE's default), clustering on its ``zorder_columns`` (else the table's own)."""
     columns, minimum = _health_settings(policy or MaintenancePolicy())
-    return table_health(table, snapshot=snapshot, now=now, columns=columns, min_file_size=minimum)
+    return table_health(table, snapshot=snapshot, now=now, columns=columns, min_file_size=minimum, tasks=tasks)
 
 
 def _health_settings(policy: MaintenancePolicy) -> tuple[list[str] | None, int | None]:

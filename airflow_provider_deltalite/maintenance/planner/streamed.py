@@ -27,14 +27,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_provider_deltalite.engine.arrow_util import contiguous
+from airflow_provider_deltalite.engine.checkpoint_tasks import TaskStream, load_snapshot_with_tasks
 from airflow_provider_deltalite.engine.clustering_domain import clustering_spec
 from airflow_provider_deltalite.engine.partition_set import PartitionSetFilter, snapshot_of_partitions
 from airflow_provider_deltalite.engine.partition_values import parse_partition_values
-from airflow_provider_deltalite.engine.snapshot import Snapshot, load_snapshot, stream_snapshot
+from airflow_provider_deltalite.engine.snapshot import Snapshot, load_snapshot
 from airflow_provider_deltalite.engine.stats_parse import record_counts
 from airflow_provider_deltalite.engine.table import Table
 from airflow_provider_deltalite.maintenance.clustering.runs import TAG_COLUMNS
-from airflow_provider_deltalite.maintenance.health.compute import HEALTH_FILE_FIELDS, stream_health
+from airflow_provider_deltalite.maintenance.health.compute import HEALTH_FILE_FIELDS, open_stream, stream_health
 from airflow_provider_deltalite.maintenance.health.metrics import TableHealth
 from airflow_provider_deltalite.maintenance.planner.candidates import (
     Candidate,
@@ -74,6 +75,24 @@ class PartitionTriggers:
         self.over: dict[PartitionKey, int] = {}
         self.tagged: dict[PartitionKey, dict[str | None, int]] = {}
         self._stones: list[pa.Table] = []
+
+    def empty_like(self) -> PartitionTriggers:
+        """A fresh one with the same settings (what each task of a `TaskStream` sums into)."""
+        fresh = object.__new__(PartitionTriggers)
+        fresh.fragment_size, fresh.ratio, fresh.uri = self.fragment_size, self.ratio, self.uri
+        fresh.files, fresh.fragments, fresh.over, fresh.tagged, fresh._stones = {}, {}, {}, {}, []
+        return fresh
+
+    def merge(self, other: PartitionTriggers) -> None:
+        """Add another's counts (a task's, of its slice of the checkpoint)."""
+        for mine, theirs in ((self.files, other.files), (self.fragments, other.fragments), (self.over, other.over)):
+            for key, n in theirs.items():
+                mine[key] = mine.get(key, 0) + n
+        for key, counts in other.tagged.items():
+            tags = self.tagged.setdefault(key, {})
+            for tag, n in counts.items():
+                tags[tag] = tags.get(tag, 0) + n
+        self._stones.extend(other._stones)
 
     def add(self, live: pa.Table, stones: pa.Table) -> None:
         """One batch of the stream (`ReplayStream.batches`)."""
@@ -148,11 +167,18 @@ def _tag_values(live: pa.Table) -> pa.Array:
 
 
 def plan_streamed(
-    table: Table, policy: MaintenancePolicy, now: int, columns: list[str] | None, min_file_size: int | None
+    table: Table,
+    policy: MaintenancePolicy,
+    now: int,
+    columns: list[str] | None,
+    min_file_size: int | None,
+    tasks: Any = None,
 ) -> tuple[TableHealth, MaintenancePlan]:
     """The table's health as ``policy`` sees it (``columns``, ``min_file_size``: `policy_health`'s) and the plan,
-    at the latest version, without holding the table's files (see the module docstring)."""
-    stream = stream_snapshot(table.storage, file_fields=PLAN_FILE_FIELDS)
+    at the latest version, without holding the table's files (see the module docstring). With ``tasks`` (the Spark
+    executor) a checkpoint of at least its ``checkpoint_task_bytes`` is read by its tasks: the first pass summed a
+    slice per task (`health.task_sums`), the partitions that need work replayed by `load_snapshot_with_tasks`."""
+    stream = open_stream(table, PLAN_FILE_FIELDS, tasks)
     snap = stream.snapshot
     spec = clustering_spec(snap)
     if spec is not None and spec.columns:
@@ -160,9 +186,7 @@ def plan_streamed(
         health = stream_health(table, stream, columns=columns, min_file_size=min_file_size, now_ms=now)
         return health, decide(health, load_snapshot(table.storage, snap.version), policy, now)
     triggers = PartitionTriggers(snap, policy)
-    health = stream_health(
-        table, stream, columns=columns, min_file_size=min_file_size, now_ms=now, observe=triggers.add
-    )
+    health = stream_health(table, stream, columns=columns, min_file_size=min_file_size, now_ms=now, observer=triggers)
 
     def candidates_of(effective: MaintenancePolicy) -> list[Candidate]:
         needed = needing_work(triggers, health, effective, snap)
@@ -171,7 +195,7 @@ def plan_streamed(
         out: list[Candidate] = []
         for group in _groups(needed, triggers.files):
             keep = PartitionSetFilter.of(_physical_values(snap, key) for key in group)
-            part = load_snapshot(table.storage, snap.version, partition_filter=keep)
+            part = _group_snapshot(table, snap.version, keep, tasks if isinstance(stream, TaskStream) else None)
             # the operations' planners read every file of the snapshot they are given, once per chunk of
             # partitions: given the group's, planning would cost its files times its chunks
             for first in range(0, len(group), MAX_PARTITIONS_PER_PREDICATE):
@@ -181,6 +205,15 @@ def plan_streamed(
         return out
 
     return health, decide(health, snap, policy, now, candidates_of=candidates_of, tombstones=triggers.tombstones())
+
+
+def _group_snapshot(table: Table, version: int, keep: PartitionSetFilter, tasks: Any) -> Snapshot:
+    """A group's partitions, replayed by the tasks that read the first pass's checkpoint, else here."""
+    if tasks is not None:
+        found = load_snapshot_with_tasks(table.storage, version, keep, tasks)
+        if found is not None:
+            return found
+    return load_snapshot(table.storage, version, partition_filter=keep)
 
 
 def needing_work(
