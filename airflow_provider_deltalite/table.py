@@ -261,6 +261,7 @@ class DeltaTable(Table):
         min_file_size: int | None = None,
         now: datetime | int | str | None = None,
         snapshot: Snapshot | None = None,
+        executor: Executor | None = None,
     ) -> TableHealth:
         """The table's health from its log and file statistics (no data file is read): files and their size
         histogram, small files, rows deleted by deletion vectors, clustering quality, what VACUUM would reclaim and
@@ -272,6 +273,8 @@ class DeltaTable(Table):
             min_file_size: files below it are small (default: ``delta.targetFileSize``, else 1 GiB, as OPTIMIZE).
             now: the time ages and retention are measured at (datetime, epoch ms or ISO-8601; default: now).
             snapshot: a snapshot of this table already loaded (default: the latest version).
+            executor: the Spark executor: a checkpoint of at least its ``checkpoint_task_bytes`` (default 1 GiB) is
+                summed by its tasks, a slice each, instead of in this process (the same figures).
 
         Example:
             >>> health = DeltaTable("/data/events").health(columns=["user_id"])  # doctest: +SKIP
@@ -285,4 +288,6 @@ class DeltaTable(Table):
         """
         from airflow_provider_deltalite.maintenance.health.compute import table_health
 
-        return table_health(self, snapshot=snapshot, columns=columns, min_file_size=min_file_size, now=now)
+        return table_health(
+            self, snapshot=snapshot, columns=columns, min_file_size=min_file_size, now=now, tasks=executor
+        )

@@ -6,7 +6,7 @@ import argparse
 import math
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
     from airflow_provider_deltalite.maintenance.executor import Executor
@@ -73,7 +73,13 @@ def positive_seconds(text: str) -> float:
 
 
 def add_executor_arguments(p: argparse.ArgumentParser) -> None:
-    """``--executor``, ``--spark-master`` and ``--max-concurrent-tasks``."""
+    """``--executor``, ``--spark-master``, ``--spark-checkpoint-tasks`` and ``--max-concurrent-tasks``."""
+    add_spark_arguments(p)
+    p.add_argument("--max-concurrent-tasks", type=int, metavar="N", help="threads of the local executor")
+
+
+def add_spark_arguments(p: argparse.ArgumentParser) -> None:
+    """``--executor``, ``--spark-master`` and ``--spark-checkpoint-tasks``."""
     p.add_argument("--executor", choices=("local", "spark"), default="local")
     p.add_argument(
         "--spark-master",
@@ -85,10 +91,9 @@ def add_executor_arguments(p: argparse.ArgumentParser) -> None:
         "--spark-checkpoint-tasks",
         type=_byte_count,
         metavar="BYTES",
-        help="with --executor spark: a --where plan reads a checkpoint of at least BYTES with Spark tasks "
-        "(default 1073741824, 1 GiB; 0: always)",
+        help="with --executor spark: a --where plan, health and maintain's plan read a checkpoint of at least "
+        "BYTES with Spark tasks (default 1073741824, 1 GiB; 0: always)",
     )
-    p.add_argument("--max-concurrent-tasks", type=int, metavar="N", help="threads of the local executor")
 
 
 def _byte_count(text: str) -> int:
@@ -99,6 +104,23 @@ def _byte_count(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be a number of bytes (0 or more): {text}")
     return value
+
+
+def checkpoint_read_by_tasks(args: argparse.Namespace, table: Any) -> bool:
+    """Whether Spark tasks would read the table's checkpoint (`engine.checkpoint_tasks`): ``--executor spark`` and a
+    checkpoint of at least ``--spark-checkpoint-tasks`` bytes (default 1 GiB) in the listing, which also fails for a
+    missing table before any session starts."""
+    if args.executor != "spark":
+        return False
+    from airflow_provider_deltalite.engine.checkpoint_tasks import (
+        DEFAULT_CHECKPOINT_TASK_BYTES,
+        listed_checkpoint_bytes,
+    )
+
+    threshold = args.spark_checkpoint_tasks
+    threshold = DEFAULT_CHECKPOINT_TASK_BYTES if threshold is None else threshold
+    size = listed_checkpoint_bytes(table.storage)
+    return size > 0 and size >= threshold
 
 
 def make_executor(args: argparse.Namespace) -> Executor:

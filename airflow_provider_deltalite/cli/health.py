@@ -6,7 +6,12 @@ import argparse
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_deltalite.cli.common import open_table
+from airflow_provider_deltalite.cli.common import (
+    add_spark_arguments,
+    checkpoint_read_by_tasks,
+    make_executor,
+    open_table,
+)
 from airflow_provider_deltalite.cli.render import print_json
 from airflow_provider_deltalite.maintenance.options import split_columns
 from airflow_provider_deltalite.maintenance.wording import count, human_size, percent
@@ -29,7 +34,8 @@ def positive_bytes(text: str) -> int:
 
 
 def add_health_arguments(p: argparse.ArgumentParser) -> None:
-    """``TABLE``, ``--columns``, ``--min-file-size`` and ``--html``."""
+    """``TABLE``, ``--columns``, ``--min-file-size``, ``--html``, ``--history`` and the Spark options (a large
+    checkpoint summed by Spark tasks)."""
     p.add_argument("table")
     p.add_argument("--columns", help="measure clustering on these columns (a,b; default: clustering or Z-order ones)")
     p.add_argument(
@@ -39,6 +45,7 @@ def add_health_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--history", dest="history_uri", metavar="URI", help="with --html: a panel of the table's operations history"
     )
+    add_spark_arguments(p)
 
 
 def cmd_health(args: argparse.Namespace) -> None:
@@ -53,8 +60,18 @@ def cmd_health(args: argparse.Namespace) -> None:
         if not args.html:
             raise ValueError("--history draws a panel of the page: it needs --html")
         history = table_history(table, args.history_uri)
-    # no snapshot: health reads the table as a stream, in memory that follows a batch of files, not the table
-    health = table.health(columns=columns, min_file_size=args.min_file_size)
+    if args.executor != "spark" and args.spark_master:
+        raise ValueError("--spark-master needs --executor spark")
+    if args.executor != "spark" and args.spark_checkpoint_tasks is not None:
+        raise ValueError("--spark-checkpoint-tasks needs --executor spark")
+    # no snapshot: health reads the table as a stream, in memory that follows a batch of files, not the table; a
+    # checkpoint Spark tasks would read starts the session first (below the threshold none is started)
+    executor = make_executor(args) if checkpoint_read_by_tasks(args, table) else None
+    try:
+        health = table.health(columns=columns, min_file_size=args.min_file_size, executor=executor)
+    finally:
+        if executor is not None:
+            executor.close()
     if args.html:
         # only here: the page loads its plotting library
         from airflow_provider_deltalite.report.health_page import write_health_page

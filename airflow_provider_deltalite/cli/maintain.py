@@ -7,7 +7,13 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_deltalite.cli.arguments import add_history_argument
-from airflow_provider_deltalite.cli.common import add_executor_arguments, check_history, make_executor, open_table
+from airflow_provider_deltalite.cli.common import (
+    add_executor_arguments,
+    check_history,
+    checkpoint_read_by_tasks,
+    make_executor,
+    open_table,
+)
 from airflow_provider_deltalite.cli.render import print_json
 from airflow_provider_deltalite.maintenance.wording import human_size
 
@@ -50,15 +56,19 @@ def cmd_maintain(args: argparse.Namespace) -> None:
     if args.executor != "spark" and args.spark_master:
         raise ValueError("--spark-master needs --executor spark")
     check_history(table, args.history_uri)
-    before, plan = health_and_plan(table, policy)
-    if not args.json:
-        print_plan(plan)
-    run: MaintenanceRun | None = None
-    after: TableHealth | None = None
-    if not args.dry_run and not plan.is_empty:
-        # the local executors are the operations' own (VACUUM sizes its pool for storage, not the CPU)
-        executor = make_executor(args) if args.executor == "spark" else None
-        try:
+    # a checkpoint Spark tasks read for the plan (`checkpoint_tasks`): the session starts first and serves the run
+    tasks = make_executor(args) if checkpoint_read_by_tasks(args, table) else None
+    executor = tasks
+    try:
+        before, plan = health_and_plan(table, policy, tasks=tasks)
+        if not args.json:
+            print_plan(plan)
+        run: MaintenanceRun | None = None
+        after: TableHealth | None = None
+        if not args.dry_run and not plan.is_empty:
+            # the local executors are the operations' own (VACUUM sizes its pool for storage, not the CPU)
+            if executor is None and args.executor == "spark":
+                executor = make_executor(args)
             run = run_plan(
                 table,
                 plan,
@@ -66,10 +76,10 @@ def cmd_maintain(args: argparse.Namespace) -> None:
                 max_concurrent_tasks=args.max_concurrent_tasks,
                 history_uri=args.history_uri,
             )
-        finally:
-            if executor is not None:
-                executor.close()
-        after = policy_health(table, policy)
+            after = policy_health(table, policy, tasks=executor)
+    finally:
+        if executor is not None:
+            executor.close()
     if args.json:
         return print_json(
             {

@@ -7,7 +7,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_deltalite.cli.arguments import optimize_options, vacuum_options, zorder_options
-from airflow_provider_deltalite.cli.common import check_history, make_executor, open_table
+from airflow_provider_deltalite.cli.common import check_history, checkpoint_read_by_tasks, make_executor, open_table
 from airflow_provider_deltalite.cli.render import (
     human_size,
     print_json,
@@ -70,17 +70,7 @@ def _run_rewrite(args: argparse.Namespace, operation: str) -> OptimizeStats:
 def _tasks_read_checkpoint(args: argparse.Namespace, table: Any, where: str | None) -> bool:
     """Whether Spark tasks read the checkpoint for the plan (`engine.checkpoint_tasks`): then the session starts
     first and the operation plans with it; the listing that tells fails for a missing table before any session."""
-    if args.executor != "spark" or not where:
-        return False
-    from airflow_provider_deltalite.engine.checkpoint_tasks import (
-        DEFAULT_CHECKPOINT_TASK_BYTES,
-        listed_checkpoint_bytes,
-    )
-
-    threshold = args.spark_checkpoint_tasks
-    threshold = DEFAULT_CHECKPOINT_TASK_BYTES if threshold is None else threshold
-    size = listed_checkpoint_bytes(table.storage)
-    return size > 0 and size >= threshold
+    return bool(where) and checkpoint_read_by_tasks(args, table)
 
 
 def cmd_optimize(args: argparse.Namespace) -> None:

@@ -14,13 +14,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 
 from airflow_provider_deltalite.engine.arrow_util import contiguous
-from airflow_provider_deltalite.engine.checkpoint_tasks import TaskStream, stream_with_tasks
 from airflow_provider_deltalite.engine.errors import InvalidArgument
 from airflow_provider_deltalite.engine.properties import DELETED_FILE_RETENTION_DURATION, TARGET_FILE_SIZE
 from airflow_provider_deltalite.engine.snapshot import ReplayStream, Snapshot, stream_snapshot
@@ -40,8 +39,11 @@ from airflow_provider_deltalite.maintenance.health.metrics import (
     PartitionHealth,
     TableHealth,
 )
-from airflow_provider_deltalite.maintenance.health.task_sums import BatchObserver, summing_on_tasks
 from airflow_provider_deltalite.maintenance.health.tombstones import dead_tombstones, tombstone_figures
+
+if TYPE_CHECKING:
+    from airflow_provider_deltalite.engine.checkpoint_tasks import TaskStream
+    from airflow_provider_deltalite.maintenance.health.task_sums import BatchObserver
 
 DEFAULT_MIN_FILE_SIZE = GIB  # OPTIMIZE's default minimum file size without delta.targetFileSize
 # what health reads of the file actions besides their keys (everything but tags and row-tracking fields): without
@@ -110,6 +112,8 @@ def open_stream(table: Table, file_fields: frozenset[str], tasks: Any = None) ->
     `checkpoint_tasks.CheckpointTaskRunner`) when its checkpoint has at least their ``checkpoint_task_bytes``, else
     in this process."""
     if tasks is not None and getattr(tasks, "checkpoint_task_bytes", None) is not None:
+        from airflow_provider_deltalite.engine.checkpoint_tasks import stream_with_tasks
+
         found = stream_with_tasks(table.storage, None, tasks, file_fields)
         if found is not None:
             return found
@@ -128,10 +132,12 @@ def stream_health(
     """`table_health` of a stream the caller opened (with `HEALTH_FILE_FIELDS` at least), handing each batch of
     live files and tombstones to ``observer`` as well (on a `TaskStream`, a copy per task, merged): one pass over the
     log for the health and whatever else the caller sums (the maintenance planner's per-partition triggers)."""
-    if isinstance(stream, TaskStream):
-        fill = summing_on_tasks(stream, observer)
-    else:
+    if isinstance(stream, ReplayStream):
         fill = _summing(stream.batches(), stream.removed_paths(), observer)
+    else:  # a command without Spark never loads the tasks' code
+        from airflow_provider_deltalite.maintenance.health.task_sums import summing_on_tasks
+
+        fill = summing_on_tasks(stream, observer)
     return _health(table.uri, stream.snapshot, fill, columns, min_file_size, now_ms)
 
 

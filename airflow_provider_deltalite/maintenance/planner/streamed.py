@@ -27,11 +27,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_provider_deltalite.engine.arrow_util import contiguous
-from airflow_provider_deltalite.engine.checkpoint_tasks import TaskStream, load_snapshot_with_tasks
 from airflow_provider_deltalite.engine.clustering_domain import clustering_spec
 from airflow_provider_deltalite.engine.partition_set import PartitionSetFilter, snapshot_of_partitions
 from airflow_provider_deltalite.engine.partition_values import parse_partition_values
-from airflow_provider_deltalite.engine.snapshot import Snapshot, load_snapshot
+from airflow_provider_deltalite.engine.snapshot import ReplayStream, Snapshot, load_snapshot
 from airflow_provider_deltalite.engine.stats_parse import record_counts
 from airflow_provider_deltalite.engine.table import Table
 from airflow_provider_deltalite.maintenance.clustering.runs import TAG_COLUMNS
@@ -195,7 +194,7 @@ def plan_streamed(
         out: list[Candidate] = []
         for group in _groups(needed, triggers.files):
             keep = PartitionSetFilter.of(_physical_values(snap, key) for key in group)
-            part = _group_snapshot(table, snap.version, keep, tasks if isinstance(stream, TaskStream) else None)
+            part = _group_snapshot(table, snap.version, keep, None if isinstance(stream, ReplayStream) else tasks)
             # the operations' planners read every file of the snapshot they are given, once per chunk of
             # partitions: given the group's, planning would cost its files times its chunks
             for first in range(0, len(group), MAX_PARTITIONS_PER_PREDICATE):
@@ -210,6 +209,8 @@ def plan_streamed(
 def _group_snapshot(table: Table, version: int, keep: PartitionSetFilter, tasks: Any) -> Snapshot:
     """A group's partitions, replayed by the tasks that read the first pass's checkpoint, else here."""
     if tasks is not None:
+        from airflow_provider_deltalite.engine.checkpoint_tasks import load_snapshot_with_tasks
+
         found = load_snapshot_with_tasks(table.storage, version, keep, tasks)
         if found is not None:
             return found
