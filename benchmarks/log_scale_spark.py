@@ -15,7 +15,17 @@ All runs check the plan: 1,010 files considered.
 What sets the default threshold (`engine.checkpoint_tasks.DEFAULT_CHECKPOINT_TASK_BYTES`): the operation time with
 tasks against the local plan's, per checkpoint size (62 MB at 1M files, 622 MB at 10M).
 
-Run: ``.venv/bin/python benchmarks/log_scale_spark.py`` (``--reps N``, ``--sizes 1M 10M``, ``--no-write``).
+``--whole-table``: the whole-table operations instead (`maintenance.health.task_sums`), written to
+``results/log_scale_spark_whole_table.json``:
+- ``health --json`` locally (the stream) and with ``--executor spark --spark-master local[2]
+  --spark-checkpoint-tasks 0`` (each task sums its slice of the checkpoint, the driver merges);
+- ``maintain --dry-run --json`` likewise (the planner's first pass on the tasks, then the pruned replays of the
+  partitions that need work on the tasks as well).
+Every run's figures are checked against the local run's: the health's file count and a digest of its per-partition
+figures and size histogram; the plan's actions (without their reasons' wording).
+
+Run: ``.venv/bin/python benchmarks/log_scale_spark.py`` (``--reps N``, ``--sizes 1M 10M``, ``--whole-table``,
+``--no-write``).
 """
 
 from __future__ import annotations
@@ -31,15 +41,37 @@ import _harness as h
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "log_scale_spark.json"
+RESULTS_WHOLE_TABLE = HERE / "results" / "log_scale_spark_whole_table.json"
 CHILD_TIMEOUT_S = 1800
 EXPECTED_CONSIDERED = 1_010
-CODE_UNDER_TEST = ("engine/**/*.py", "executors/*.py", "maintenance/*.py", "cli/*.py")
+CODE_UNDER_TEST = ("engine/**/*.py", "executors/*.py", "maintenance/**/*.py", "cli/*.py")
 NEVER = str(1 << 60)
+TASKS = ["--executor", "spark", "--spark-master", "local[2]", "--spark-checkpoint-tasks", "0"]
 CONFIGS = {
     "local": [],
-    "spark tasks": ["--executor", "spark", "--spark-master", "local[2]", "--spark-checkpoint-tasks", "0"],
+    "spark tasks": TASKS,
     "spark local plan": ["--executor", "spark", "--spark-master", "local[2]", "--spark-checkpoint-tasks", NEVER],
 }
+# --whole-table: (operation, configuration) -> the CLI's argv before the table
+WHOLE_TABLE = {
+    "health local": (["health"], []),
+    "health spark tasks": (["health"], TASKS),
+    "maintain local": (["maintain", "--dry-run"], []),
+    "maintain spark tasks": (["maintain", "--dry-run"], TASKS),
+}
+
+
+def digest(doc: dict[str, Any]) -> dict[str, Any]:
+    """What a whole-table run is checked by (its figures that do not depend on the clock)."""
+    import hashlib
+
+    def h(value: Any) -> str:
+        return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:16]
+
+    if "plan" in doc:
+        actions = [{k: v for k, v in a.items() if k != "reasons"} for a in doc["plan"]["actions"]]
+        return {"files": doc["healthBefore"]["files"], "actions": len(actions), "digest": h(actions)}
+    return {"files": doc["files"], "digest": h([doc["partitions"], doc["sizeHistogram"], doc["tombstones"]["files"]])}
 
 
 def child(table: str, config: str) -> dict[str, Any]:
@@ -72,13 +104,19 @@ def child(table: str, config: str) -> dict[str, Any]:
 
     SparkExecutor.start = classmethod(timed_start)  # type: ignore[method-assign,assignment]
     SparkExecutor.close = timed_close  # type: ignore[method-assign]
-    argv = ["optimize", table, "--where", "p = 'p00042'", "--dry-run", "--json", *CONFIGS[config]]
+    if config in WHOLE_TABLE:
+        head, tail = WHOLE_TABLE[config]
+        argv = [*head, table, "--json", *tail]
+    else:
+        argv = ["optimize", table, "--where", "p = 'p00042'", "--dry-run", "--json", *CONFIGS[config]]
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         code = cli_main(argv)
     t2 = time.perf_counter()
     doc = json.loads(out.getvalue()) if code == 0 else {}
+    checked = digest(doc) if config in WHOLE_TABLE and code == 0 else {}
     return {
+        **checked,
         "code": code,
         "import_s": t1 - t0,
         "call_s": t2 - t1,
@@ -89,10 +127,10 @@ def child(table: str, config: str) -> dict[str, Any]:
     }
 
 
-def bench(table: Path, reps: int) -> dict[str, Any]:
-    runs: dict[str, list[dict[str, Any]]] = {c: [] for c in CONFIGS}
+def bench(table: Path, reps: int, configs: list[str], files: int) -> dict[str, Any]:
+    runs: dict[str, list[dict[str, Any]]] = {c: [] for c in configs}
     for rep in range(reps):
-        for config in h.rotated(list(CONFIGS), rep):
+        for config in h.rotated(configs, rep):
             load = round(__import__("os").getloadavg()[0], 2)
             start = time.perf_counter()
             result, err, tree = h.run_measured(__file__, ["--child", str(table), config], CHILD_TIMEOUT_S)
@@ -102,7 +140,10 @@ def bench(table: Path, reps: int) -> dict[str, Any]:
                 r["error"] = err[-600:]
             else:
                 r.update(result)
-                if result.get("considered") != EXPECTED_CONSIDERED:
+                if config in WHOLE_TABLE:
+                    if result.get("files") != files:
+                        r["error"] = f"counted {result.get('files')} files, expected {files}"
+                elif result.get("considered") != EXPECTED_CONSIDERED:
                     r["error"] = f"planned {result.get('considered')} files, expected {EXPECTED_CONSIDERED}"
             runs[config].append(r)
             status = r.get("error") or (
@@ -110,8 +151,20 @@ def bench(table: Path, reps: int) -> dict[str, Any]:
                 f"python {r['driver_python_peak_rss_mb']:.0f}MB jvm {r['jvm_peak_rss_mb']:.0f}MB "
                 f"tree {r['tree_peak_rss_mb']:.0f}MB"
             )
-            print(f"  {config:<17} rep {rep + 1}: {status}  [load {load}]", flush=True)
+            print(f"  {config:<20} rep {rep + 1}: {status}  [load {load}]", flush=True)
+    _same_figures(runs)
     return {c: summarise(rs) for c, rs in runs.items()}
+
+
+def _same_figures(runs: dict[str, list[dict[str, Any]]]) -> None:
+    """A whole-table run on tasks whose figures differ from the local run's is an error."""
+    for config, rs in runs.items():
+        if config not in WHOLE_TABLE or not config.endswith("spark tasks"):
+            continue
+        local = [r.get("digest") for r in runs.get(config.replace("spark tasks", "local"), []) if "error" not in r]
+        for r in rs:
+            if "error" not in r and local and r.get("digest") != local[0]:
+                r["error"] = f"figures differ from the local run's ({r.get('digest')} != {local[0]})"
 
 
 def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -129,15 +182,15 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def print_rows(title: str, summary: dict[str, dict[str, Any]]) -> None:
     print(f"\n{title}")
     print(
-        f"  {'configuration':<17} {'wall_s':>7} {'op_s':>6} {'start_s':>7} {'python_MB':>9} {'jvm_MB':>7} "
+        f"  {'configuration':<20} {'wall_s':>7} {'op_s':>6} {'start_s':>7} {'python_MB':>9} {'jvm_MB':>7} "
         f"{'tree_MB':>7} {'load':>5}"
     )
     for config, s in summary.items():
         if s.get("process_s") is None:
-            print(f"  {config:<17} ERROR {s.get('error')}")
+            print(f"  {config:<20} ERROR {s.get('error')}")
             continue
         print(
-            f"  {config:<17} {s['process_s']:>7.2f} {s['operation_s']:>6.2f} {s['session_start_s']:>7.2f} "
+            f"  {config:<20} {s['process_s']:>7.2f} {s['operation_s']:>6.2f} {s['session_start_s']:>7.2f} "
             f"{s['driver_python_peak_rss_mb']:>9.0f} {s['jvm_peak_rss_mb']:>7.0f} {s['tree_peak_rss_mb']:>7.0f} "
             f"{s['load_1m']:>5.1f}"
         )
@@ -150,8 +203,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--sizes", nargs="+", default=["1M", "10M"], choices=["100k", "1M", "10M"])
+    parser.add_argument("--whole-table", action="store_true", help="health and maintain --dry-run (see above)")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
+    configs = list(WHOLE_TABLE) if args.whole_table else list(CONFIGS)
     started = time.perf_counter()
     h.compile_bytecode()
     h.become_subreaper()
@@ -166,13 +221,16 @@ def main() -> int:
         table, info, how = scale.prepare_log(label, False)
         checkpoint = sum(p.stat().st_size for p in (table / "_delta_log").glob("*.checkpoint*.parquet"))
         print(f"{label}: {info['files']:,} files, checkpoint {checkpoint / 1e6:.0f} MB ({how})", flush=True)
-        summaries[label] = bench(table, args.reps)
+        summaries[label] = bench(table, args.reps, configs, info["files"])
         report["logs"][label] = {"info": info, "checkpoint_bytes": checkpoint, "summary": summaries[label]}
-        print_rows(f"the {label} log: plan one partition ({EXPECTED_CONSIDERED} files)", summaries[label])
+        what = (
+            "health and maintain --dry-run" if args.whole_table else f"plan one partition ({EXPECTED_CONSIDERED} files)"
+        )
+        print_rows(f"the {label} log: {what}", summaries[label])
     targets = []
     for label in args.sizes:
         s = summaries[label]
-        for config in ("spark tasks",):
+        for config in [c for c in configs if c.endswith("spark tasks")]:
             if s.get(config, {}).get("ok"):
                 targets.append(
                     h.target(
@@ -184,7 +242,7 @@ def main() -> int:
                 )
     report["targets"] = targets
     h.print_targets(targets)
-    return h.finish(report, targets, RESULTS, started, not args.no_write)
+    return h.finish(report, targets, RESULTS_WHOLE_TABLE if args.whole_table else RESULTS, started, not args.no_write)
 
 
 if __name__ == "__main__":

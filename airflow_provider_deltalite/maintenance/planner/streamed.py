@@ -30,7 +30,7 @@ from airflow_provider_deltalite.engine.arrow_util import contiguous
 from airflow_provider_deltalite.engine.clustering_domain import clustering_spec
 from airflow_provider_deltalite.engine.partition_set import PartitionSetFilter, snapshot_of_partitions
 from airflow_provider_deltalite.engine.partition_values import parse_partition_values
-from airflow_provider_deltalite.engine.snapshot import ReplayStream, Snapshot, load_snapshot
+from airflow_provider_deltalite.engine.snapshot import Snapshot, load_snapshot
 from airflow_provider_deltalite.engine.stats_parse import record_counts
 from airflow_provider_deltalite.engine.table import Table
 from airflow_provider_deltalite.maintenance.clustering.runs import TAG_COLUMNS
@@ -176,7 +176,8 @@ def plan_streamed(
     """The table's health as ``policy`` sees it (``columns``, ``min_file_size``: `policy_health`'s) and the plan,
     at the latest version, without holding the table's files (see the module docstring). With ``tasks`` (the Spark
     executor) a checkpoint of at least its ``checkpoint_task_bytes`` is read by its tasks: the first pass summed a
-    slice per task (`health.task_sums`), the partitions that need work replayed by `load_snapshot_with_tasks`."""
+    slice per task (`health.task_sums`). The partitions that need work are replayed here, as without tasks: a group
+    holds up to `PLAN_GROUP_FILES` files, which tasks would return through Spark's driver (its JVM heap)."""
     stream = open_stream(table, PLAN_FILE_FIELDS, tasks)
     snap = stream.snapshot
     spec = clustering_spec(snap)
@@ -194,7 +195,7 @@ def plan_streamed(
         out: list[Candidate] = []
         for group in _groups(needed, triggers.files):
             keep = PartitionSetFilter.of(_physical_values(snap, key) for key in group)
-            part = _group_snapshot(table, snap.version, keep, None if isinstance(stream, ReplayStream) else tasks)
+            part = load_snapshot(table.storage, snap.version, partition_filter=keep)
             # the operations' planners read every file of the snapshot they are given, once per chunk of
             # partitions: given the group's, planning would cost its files times its chunks
             for first in range(0, len(group), MAX_PARTITIONS_PER_PREDICATE):
@@ -204,17 +205,6 @@ def plan_streamed(
         return out
 
     return health, decide(health, snap, policy, now, candidates_of=candidates_of, tombstones=triggers.tombstones())
-
-
-def _group_snapshot(table: Table, version: int, keep: PartitionSetFilter, tasks: Any) -> Snapshot:
-    """A group's partitions, replayed by the tasks that read the first pass's checkpoint, else here."""
-    if tasks is not None:
-        from airflow_provider_deltalite.engine.checkpoint_tasks import load_snapshot_with_tasks
-
-        found = load_snapshot_with_tasks(table.storage, version, keep, tasks)
-        if found is not None:
-            return found
-    return load_snapshot(table.storage, version, partition_filter=keep)
 
 
 def needing_work(
