@@ -205,6 +205,9 @@ def main() -> int:
     parser.add_argument("--sizes", nargs="+", default=["1M", "10M"], choices=["100k", "1M", "10M"])
     parser.add_argument("--whole-table", action="store_true", help="health and maintain --dry-run (see above)")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument(
+        "--merge", action="store_true", help="keep the results file's other logs (a 10M run with fewer reps)"
+    )
     args = parser.parse_args()
     configs = list(WHOLE_TABLE) if args.whole_table else list(CONFIGS)
     started = time.perf_counter()
@@ -230,7 +233,8 @@ def main() -> int:
     targets = []
     for label in args.sizes:
         s = summaries[label]
-        for config in [c for c in configs if c.endswith("spark tasks")]:
+        # maintain's peak is its pruned replays' (in the planning process, with or without tasks): no target
+        for config in [c for c in configs if c in ("spark tasks", "health spark tasks")]:
             if s.get(config, {}).get("ok"):
                 targets.append(
                     h.target(
@@ -240,9 +244,15 @@ def main() -> int:
                         note=f"JVM {s[config]['jvm_peak_rss_mb']:.0f} MiB",
                     )
                 )
+    results = RESULTS_WHOLE_TABLE if args.whole_table else RESULTS
+    if args.merge and results.exists():
+        earlier = json.loads(results.read_text())
+        report["logs"] = {**earlier.get("logs", {}), **report["logs"]}
+        kept = [t for t in earlier.get("targets", []) if not any(t["target"].startswith(f"{s} ") for s in args.sizes)]
+        targets = kept + targets
     report["targets"] = targets
     h.print_targets(targets)
-    return h.finish(report, targets, RESULTS_WHOLE_TABLE if args.whole_table else RESULTS, started, not args.no_write)
+    return h.finish(report, targets, results, started, not args.no_write)
 
 
 if __name__ == "__main__":
