@@ -190,6 +190,29 @@ def test_health_summed_by_tasks_equals_the_local_stream_on_a_multi_part_checkpoi
     assert [(p.files, p.tombstone_files) for p in ours.partitions] == [(1, 0), (2, 0), (0, 2)]
 
 
+def test_health_cli_with_the_spark_executor_sums_a_checkpoint_on_tasks(
+    spark_local: SparkExecutor, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table = copy_table(MULTI_PART, tmp_path / "t")
+    wrapped = SparkExecutor(spark_local.spark, checkpoint_task_bytes=0)  # not owned: closing it keeps the session
+    monkeypatch.setattr(SparkExecutor, "start", classmethod(lambda cls, *a, **k: wrapped))
+    jobs = _task_jobs(wrapped, monkeypatch)
+    spark = ["--executor", "spark", "--spark-checkpoint-tasks", "0"]
+    assert main(["health", str(table), "--json", *spark]) == 0
+    ours = json.loads(capsys.readouterr().out)
+    assert jobs == ["read_slice_first", "sum_slice"]
+    assert main(["health", str(table), "--json"]) == 0
+    local = json.loads(capsys.readouterr().out)
+    assert (ours["files"], ours["partitions"], ours["sizeHistogram"]) == (
+        5,
+        local["partitions"],
+        local["sizeHistogram"],
+    )
+    # below the threshold no session starts: the local stream
+    monkeypatch.setattr(SparkExecutor, "start", classmethod(lambda cls, *a, **k: pytest.fail("a session started")))
+    assert main(["health", str(table), "--json", "--executor", "spark"]) == 0
+
+
 def test_health_and_plan_summed_by_tasks_equal_the_local_stream_on_a_classic_checkpoint(
     tasks_always: SparkExecutor, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
