@@ -16,6 +16,11 @@ and reconciles the small results with the commits exactly as `snapshot.load_snap
 The caller holds the commits after the checkpoint and the kept files; a task holds one row group's partition values
 and one batch of the other columns (`checkpoint_stream`).
 
+A whole-table aggregation (health, the planner's first pass) uses `stream_with_tasks` instead: a first round
+(`read_slice_first`) reads each slice's non-file actions and its removes' paths, and the caller's own task function
+streams a slice (`stream_slice`: the batches `snapshot.stream_snapshot` would yield for it, without the superseded
+rows) and returns its sums, which the caller merges with the commits' own actions (`maintenance.health.task_sums`).
+
 Below ``checkpoint_task_bytes`` (`DEFAULT_CHECKPOINT_TASK_BYTES`) of checkpoint Parquet the local pruned replay is
 used: starting tasks costs more than reading a small checkpoint.
 
