@@ -177,17 +177,29 @@ def _task_jobs(executor: SparkExecutor, monkeypatch: pytest.MonkeyPatch) -> list
 
 
 def test_health_summed_by_tasks_equals_the_local_stream_on_a_multi_part_checkpoint(
-    tasks_always: SparkExecutor, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    any_tasks_always: SparkExecutor, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     table = copy_table(MULTI_PART, tmp_path / "t")
     _remove_all_of(table, 6, "part = 2")  # after the checkpoint: not counted, the removes are tombstones
-    jobs = _task_jobs(tasks_always, monkeypatch)
-    ours = table_health(Table(str(table)), now=NOW_MS, tasks=tasks_always)
+    jobs = _task_jobs(any_tasks_always, monkeypatch)
+    # on Spark Connect a worker keeps the job's items loaded for all of its tasks: each task sums into its own
+    ours = table_health(Table(str(table)), now=NOW_MS, tasks=any_tasks_always)
     assert jobs == ["read_slice_first", "sum_slice"]
     local = table_health(Table(str(table)), now=NOW_MS)
     assert ours.to_dict() == local.to_dict()
     assert (ours.files, ours.tombstones.files, len(ours.partitions)) == (3, 2, 3)
     assert [(p.files, p.tombstone_files) for p in ours.partitions] == [(1, 0), (2, 0), (0, 2)]
+
+
+def test_health_summed_by_tasks_equals_the_local_stream_on_a_v2_checkpoint_with_sidecars(
+    tasks_always: SparkExecutor, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = copy_table(V2_SIDECARS, tmp_path / "t")
+    jobs = _task_jobs(tasks_always, monkeypatch)
+    ours = table_health(Table(str(table)), now=NOW_MS, tasks=tasks_always)
+    assert jobs == ["read_slice_first", "sum_slice"]  # the sidecars' removes, then their sums
+    assert ours.to_dict() == table_health(Table(str(table)), now=NOW_MS).to_dict()
+    assert ours.files == 101
 
 
 def test_health_cli_with_the_spark_executor_sums_a_checkpoint_on_tasks(
