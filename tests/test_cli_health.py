@@ -82,6 +82,7 @@ def test_json_runs_without_pandas_or_maintenance_operations(tmp_path: Path) -> N
         (["--columns", "nope"], "column 'nope' is not in the table schema"),
         (["--columns", "id,"], "--columns: a column name is empty in 'id,'"),
         (["--min-file-size", "-5"], "argument --min-file-size: must be a positive number of bytes: -5"),
+        (["--spark-checkpoint-tasks", "0"], "--spark-checkpoint-tasks needs --executor spark"),
     ],
 )
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path, args: list[str], message: str) -> None:
