@@ -53,9 +53,9 @@ class PartitionSizes:
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """(partition numbers, sizes) of every file streamed, held as one pair of arrays from then on."""
         if len(self._ids) != 1:
-            ids = np.concatenate(self._ids) if self._ids else np.zeros(0, np.int32)
-            sizes = np.concatenate(self._sizes) if self._sizes else np.zeros(0, np.int64)
-            self._ids, self._sizes = [ids], [sizes]
+            # one list at a time: the batches of one column and its whole array are held together, not both's
+            self._ids = [np.concatenate(self._ids) if self._ids else np.zeros(0, np.int32)]
+            self._sizes = [np.concatenate(self._sizes) if self._sizes else np.zeros(0, np.int64)]
         return self._ids[0], self._sizes[0]
 
     def _numbers(self, pv: pa.Array) -> np.ndarray:
@@ -125,10 +125,9 @@ def compaction_candidates(
     wanted[numbers] = True
     fragments = np.bincount(ids[file_sizes < fragment_size], minlength=len(sizes.values))[numbers]
     # the compaction planner's candidates, in its order: by partition, then by ascending size
-    chosen = wanted[ids] & (file_sizes < minimum)
-    part, size = _by_partition_and_size(ids[chosen], file_sizes[chosen])
-    ends = np.searchsorted(part, numbers, side="right")
-    starts = np.searchsorted(part, numbers, side="left")
+    chosen = wanted[ids]
+    chosen &= file_sizes < minimum
+    size, starts, ends = _sorted_runs(ids, file_sizes, chosen, numbers)
     read, removed, added, fragments_removed = _packed(size, starts, ends, target, fragment_size)
     out: dict[PartitionKey, Candidate | None] = {}
     for n, key in enumerate(keys):
@@ -150,40 +149,49 @@ def compaction_candidates(
 def _packed(
     size: np.ndarray, starts: np.ndarray, ends: np.ndarray, target: int, fragment_size: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per partition (its files ``size[starts[p]:ends[p]]``, ascending), the compaction planner's bins (more than
-    one file): their bytes, files, number, and files below ``fragment_size``."""
-    run, first, last = pack_runs(size, starts, ends, target)
-    kept = last - first > 1
-    run, first, last = run[kept], first[kept], last[kept]
-    total = np.concatenate([[0], np.cumsum(size, dtype=np.int64)])
-    small = _below(size, starts, ends, fragment_size)[run]
+    """Per partition (its files ``size[starts[p]:ends[p]]``, ascending; together they are all of ``size``), the
+    compaction planner's bins of more than one file: their bytes, files, number, and files below
+    ``fragment_size``."""
     k = len(starts)
     read, removed, added, fragments = (np.zeros(k, np.int64) for _ in range(4))
-    np.add.at(read, run, total[last] - total[first])
+    if not len(size):
+        return read, removed, added, fragments
+    run, first, last = pack_runs(size, starts, ends, target)
+    order = np.argsort(first)
+    run, first, last = run[order], first[order], last[order]
+    nbytes = np.add.reduceat(size, first)  # the bins tile the files, so each bin's sum runs to the next bin
+    kept = last - first > 1
+    run, first, last, nbytes = run[kept], first[kept], last[kept], nbytes[kept]
+    # the files below the fragment size come first in their partition
+    small = np.asarray([a + int(np.searchsorted(size[a:b], fragment_size)) for a, b in zip(starts, ends)], np.int64)
+    np.add.at(read, run, nbytes)
     np.add.at(removed, run, last - first)
     np.add.at(added, run, 1)
-    np.add.at(fragments, run, np.clip(np.minimum(last, small) - first, 0, None))
+    np.add.at(fragments, run, np.clip(np.minimum(last, small[run]) - first, 0, None))
     return read, removed, added, fragments
 
 
-def _by_partition_and_size(part: np.ndarray, size: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Both arrays sorted by partition, then size: one sort of (partition, size) packed in an int64 when both fit
-    (a sort of numbers is several times faster than a sort by two keys), else by two keys."""
-    if not len(size):
-        return part, size
-    bits = max(int(size.max()), 1).bit_length()
-    if int(size.min()) >= 0 and bits + max(int(part.max()), 1).bit_length() <= 62:
-        packed = np.sort((part.astype(np.int64) << bits) | size)
-        return packed >> bits, packed & ((1 << bits) - 1)
+def _sorted_runs(
+    ids: np.ndarray, sizes: np.ndarray, chosen: np.ndarray, numbers: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ``chosen`` files' sizes ordered by partition, then size, and each of the partitions ``numbers``' (start,
+    end) in them: one sort of numbers, (partition, size) packed in an int64, when both fit (several times faster
+    than a sort by two keys), else a sort by two keys."""
+    bits = max(int(sizes.max()) if len(sizes) else 0, 1).bit_length()
+    top = max(int(numbers.max()) if len(numbers) else 0, 1).bit_length()
+    if bits + top <= 62 and not (len(sizes) and int(sizes.min()) < 0):
+        packed = ids[chosen].astype(np.int64)
+        packed <<= bits
+        packed |= sizes[chosen]
+        packed.sort()
+        starts = np.searchsorted(packed, numbers << bits, side="left")
+        ends = np.searchsorted(packed, (numbers + 1) << bits, side="left")
+        packed &= (1 << bits) - 1
+        return packed, starts, ends
+    part, size = ids[chosen], sizes[chosen]
     order = np.lexsort((size, part))
-    return part[order], size[order]
-
-
-def _below(size: np.ndarray, starts: np.ndarray, ends: np.ndarray, bound: float) -> np.ndarray:
-    """Per partition, the index after its last file below ``bound``: its files ascend, so those come first."""
-    below = (size < bound).astype(np.int64)
-    count = np.concatenate([[0], np.cumsum(below)])
-    return starts + (count[ends] - count[starts])
+    part, size = part[order], size[order]
+    return size, np.searchsorted(part, numbers, side="left"), np.searchsorted(part, numbers, side="right")
 
 
 __all__ = ["PartitionSizes", "compaction_candidates"]
