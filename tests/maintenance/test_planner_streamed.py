@@ -200,6 +200,27 @@ def test_only_the_partitions_that_need_work_are_replayed(tmp_path: Path, monkeyp
     ]
 
 
+def test_a_null_partition_without_deletion_vectors_is_compacted_without_a_replay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A null partition value is no file without partition values: no key of a partition that holds no file makes
+    the spellings collide (which replays the whole table)."""
+    write_log(
+        tmp_path,
+        [
+            [protocol(), metadata(DATE_SCHEMA, ["day"]), commit_info(NOW - 100 * HOUR)],
+            [add(f"day=__HIVE_DEFAULT_PARTITION__/n{i}.parquet", 10 * KIB, partition={"day": None}) for i in range(6)],
+        ],
+    )
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("replayed")
+
+    monkeypatch.setattr(streamed, "load_snapshot", refuse)
+    plan = plan_maintenance(Table(str(tmp_path)), MaintenancePolicy(target_file_size=MIB), now=NOW)
+    assert [(a.operation, a.partitions) for a in plan.actions] == [("optimize", ({"day": None},))]
+
+
 def test_a_healthy_table_is_planned_without_a_replay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     write_log(
         tmp_path,

@@ -91,15 +91,14 @@ class PartitionSizes:
             stacked = np.stack(digits, axis=1)
             unique_rows, inverse = np.unique(stacked, axis=0, return_inverse=True)
             rows = unique_rows.tolist()
-        lookup = np.empty(len(rows) + 1, np.int32)
+        lookup = np.empty(len(rows), np.int32)
         for u, row in enumerate(rows):
             values = {name: decoded[j][digit] for j, (name, digit) in enumerate(zip(names, row, strict=True))}
             lookup[u] = self._number(values)
-        lookup[-1] = self._number({})  # a file without partition values: `candidates` files it under {}
         ids = lookup[np.asarray(inverse, np.int64).reshape(-1)]
         valid = np.asarray(pv.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
         if not valid.all():
-            ids[~valid] = lookup[-1]
+            ids[~valid] = self._number({})  # a file without partition values: `candidates` files it under {}
         return ids
 
     def _number(self, values: dict[str, str | None]) -> int:
