@@ -23,6 +23,7 @@ WHEELS ?= $(HOME)/.cache/deltalite-tests/wheels
 export DELTALITE_WHEELS := $(WHEELS)
 PYSPARK_WHEEL := $(WHEELS)/pyspark-$(shell sed -n 's/^pyspark==//p' constraints.txt)-py2.py3-none-any.whl
 PYSPARK43_WHEEL := $(WHEELS)/pyspark-$(shell sed -n 's/^pyspark==//p' constraints-spark43.txt)-py2.py3-none-any.whl
+PYSPARK40_WHEEL := $(WHEELS)/pyspark-$(shell sed -n 's/^pyspark==//p' constraints-spark40.txt)-py2.py3-none-any.whl
 
 .PHONY: env env-spark40 env-spark43 chromium demo test test-fast test-install lint typecheck conformance-doc bench clean
 
@@ -59,13 +60,15 @@ $(JSA): $(STAMP)
 # tests to start a 4.0 Connect server from. tests/executors/spark40.py finds both here.
 # The main venv's uv does the installs (this venv gets no pip). Only uv's presence is required (order-only), so a
 # `make -q env-spark40` (tests/executors/spark40.py) never rebuilds the main venv.
-$(SPARK40_STAMP): pyproject.toml constraints-spark40.txt | $(UV)
+# The distribution's classic pyspark from the wheel directory ($(WHEELS)): tests/install's user of pyspark-client 4.0
+# asks for the same release, and finds its wheel there instead of building it a second time.
+$(SPARK40_STAMP): pyproject.toml constraints-spark40.txt | $(UV) $(PYSPARK40_WHEEL)
 	rm -rf $(SPARK40)
 	$(PYTHON) -m venv --without-pip $(SPARK40)
 	$(UV) pip install --quiet --compile-bytecode --python $(SPARK40)/bin/python -c constraints-spark40.txt pyspark-client fsspec
 	$(UV) pip install --quiet --python $(SPARK40)/bin/python --no-deps -e .
 	$(UV) pip install --quiet --python $(SPARK40)/bin/python --no-deps -c constraints-spark40.txt \
-		--target $(SPARK40)/server pyspark
+		--find-links $(WHEELS) --target $(SPARK40)/server pyspark
 	touch $(SPARK40_STAMP)
 
 env-spark40: $(SPARK40_STAMP)

@@ -18,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from airflow_provider_deltalite.engine.rewrite import WriterOptions
 from airflow_provider_deltalite.engine.table import Table
 from airflow_provider_deltalite.engine.transaction import RetryPolicy
 from airflow_provider_deltalite.maintenance.options import (
@@ -33,6 +32,7 @@ from airflow_provider_deltalite.maintenance.options import (
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from airflow_provider_deltalite.engine.rewrite import WriterOptions
     from airflow_provider_deltalite.engine.snapshot import Snapshot
     from airflow_provider_deltalite.maintenance.changes import ChangeSet
     from airflow_provider_deltalite.maintenance.checkpoint import CheckpointResult

@@ -17,7 +17,6 @@ from airflow_provider_deltalite.cli.render import (
     vacuum_progress,
 )
 from airflow_provider_deltalite.engine.errors import InvalidArgument
-from airflow_provider_deltalite.engine.rewrite import WriterOptions
 from airflow_provider_deltalite.maintenance.options import OptimizeOptions
 
 if TYPE_CHECKING:
@@ -36,6 +35,7 @@ def _run_rewrite(args: argparse.Namespace, operation: str) -> OptimizeStats:
     """Run OPTIMIZE or Z-order with the chosen executor and, on a terminal, a progress bar."""
     # the maintenance modules load here, not with the CLI: `deltalite describe` and the rest never need them (nor
     # OPTIMIZE Z-order's)
+    from airflow_provider_deltalite.engine.rewrite import WriterOptions
     from airflow_provider_deltalite.maintenance.optimize import optimize
 
     table = open_table(args)  # reads nothing yet; its URI names the table in option errors

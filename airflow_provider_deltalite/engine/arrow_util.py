@@ -23,6 +23,13 @@ def contiguous(values: pa.Array | pa.ChunkedArray) -> pa.Array:
     return values
 
 
+def bool_array(mask: np.ndarray) -> pa.BooleanArray:
+    """A NumPy boolean mask as an Arrow array, from its bits: ``pa.array`` of a NumPy array imports ``numpy.ma``,
+    milliseconds of every short command that would not import it otherwise."""
+    bits = np.packbits(np.asarray(mask, dtype=bool), bitorder="little")
+    return pa.Array.from_buffers(pa.bool_(), len(mask), [None, pa.py_buffer(bits)])
+
+
 def int64_array(values: Any) -> pa.Array:
     """An int64 Array of ``values`` (a NumPy array or a sequence of ints), sharing a contiguous int64 array's memory.
 

@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from airflow_provider_deltalite.engine import actions as A
-from airflow_provider_deltalite.engine.arrow_util import contiguous
+from airflow_provider_deltalite.engine.arrow_util import bool_array, contiguous
 from airflow_provider_deltalite.engine.checkpoint_pages import PagedColumns
 from airflow_provider_deltalite.engine.checkpoint_reader import (
     Superseded,
@@ -137,7 +137,7 @@ def present_rows(
     for batch in pf.iter_batches(batch_size=BATCH_ROWS, row_groups=row_groups, columns=columns, use_threads=False):
         chosen = present[offset : offset + batch.num_rows]
         if chosen.any():
-            pieces.append(pa.Table.from_batches([batch]).filter(pa.array(chosen)))
+            pieces.append(pa.Table.from_batches([batch]).filter(bool_array(chosen)))
         offset += batch.num_rows
         if offset > last:
             break

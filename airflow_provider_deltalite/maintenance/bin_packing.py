@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import TypeVar
 
+import numpy as np
+
 from airflow_provider_deltalite.maintenance.options import positive_bytes
 
 T = TypeVar("T")
@@ -37,6 +39,35 @@ def pack_greedy(
     if current:
         bins.append(current)
     return bins
+
+
+def pack_runs(
+    sizes: np.ndarray, starts: np.ndarray, ends: np.ndarray, max_bin_size: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`pack_greedy` of each run ``sizes[starts[r]:ends[r]]`` (ascending, none negative) at once, for a planner of
+    millions of files: every bin as (run, start, end) arrays, runs' bins in order, bins of different runs mixed.
+
+    Each round cuts every run's next bin by a search in the running total of all sizes (it never decreases)."""
+    total = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])  # total[i]: the sizes before item i
+    runs, firsts, lasts = [], [], []
+    at = np.asarray(starts, np.int64).copy()
+    ends = np.asarray(ends, np.int64)
+    active = np.flatnonzero(at < ends)
+    while len(active):
+        begin = at[active]
+        # the first item past the bin's room closes it (sizes ascend, so every later one would too); the bin
+        # always takes its first item, however large
+        end = np.searchsorted(total, total[begin] + max_bin_size, side="right") - 1
+        end = np.minimum(np.maximum(end, begin + 1), ends[active])
+        runs.append(active)
+        firsts.append(begin)
+        lasts.append(end)
+        at[active] = end
+        active = active[end < ends[active]]
+    if not runs:
+        empty = np.zeros(0, np.int64)
+        return empty, empty, empty
+    return np.concatenate(runs), np.concatenate(firsts), np.concatenate(lasts)
 
 
 def group_by(items: Iterable[T], key: Callable[[T], Hashable]) -> dict[Hashable, list[T]]:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airflow_provider_deltalite.maintenance.bin_packing import group_by, pack_batches, pack_greedy
+from airflow_provider_deltalite.maintenance.bin_packing import group_by, pack_batches, pack_greedy, pack_runs
 
 
 def test_greedy_packing_closes_a_bin_when_the_next_file_does_not_fit() -> None:
@@ -44,3 +45,19 @@ def test_batches_start_anew_when_full_or_when_the_next_bin_would_overflow() -> N
 
 def test_group_by_keeps_first_seen_order() -> None:
     assert group_by([("b", 1), ("a", 2), ("b", 3)], lambda x: x[0]) == {"b": [("b", 1), ("b", 3)], "a": [("a", 2)]}
+
+
+@given(st.lists(st.lists(st.integers(0, 50), max_size=12), max_size=4), st.integers(1, 80))
+def test_runs_are_packed_as_pack_greedy_packs_each(runs: list[list[int]], limit: int) -> None:
+    sizes = [s for run in runs for s in sorted(run)]
+    ends = np.cumsum([len(r) for r in runs], dtype=np.int64)
+    starts = ends - [len(r) for r in runs]
+    run, first, last = pack_runs(np.array(sizes, np.int64), starts, ends, limit)
+    order = np.argsort(first, kind="stable")
+    got = [(int(r), list(range(a, b))) for r, a, b in zip(run[order], first[order], last[order], strict=True)]
+    expected = [
+        (r, b)
+        for r in range(len(runs))
+        for b in pack_greedy(list(range(int(starts[r]), int(ends[r]))), lambda i: sizes[i], limit)
+    ]
+    assert got == expected

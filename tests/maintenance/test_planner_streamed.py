@@ -101,9 +101,9 @@ def test_the_streamed_plan_is_the_whole_snapshots_on_the_corpus(name: str) -> No
         assert streamed_result == whole, f"{name} under the {label} policy"
 
 
-def _random_history(root: Path, seed: int) -> Table:
-    """A partitioned table of random appends, removes crossing partitions, deletion vectors and Z-order tags, with
-    null and empty partition values, checkpointed part of the way."""
+def _random_history(root: Path, seed: int, dvs: bool = True) -> Table:
+    """A partitioned table of random appends, removes crossing partitions, deletion vectors (unless not ``dvs``)
+    and Z-order tags, with null and empty partition values, checkpointed part of the way."""
     rng = random.Random(seed)
     days = ["2026-11-01", "2026-11-02", "2026-11-03", "2026-11-04", None]
     columns_tag = json.dumps(["id"], separators=(",", ":"))
@@ -126,7 +126,7 @@ def _random_history(root: Path, seed: int) -> Table:
             tags = None
             if rng.random() < 0.3:
                 tags = {TAG_COLUMNS: columns_tag, TAG_CURVE: rng.choice(["zorder", "hilbert"]), TAG_CUBE_ID: "c1"}
-            dv = rng.choice([None, None, 2, 40])
+            dv = rng.choice([None, None, 2, 40]) if dvs else None
             records = rng.choice([100, 100, None])
             actions.append(add(path, size, partition={"day": day}, records=records, dv_rows=dv, tags=tags))
             live[path] = (size, day)
@@ -159,9 +159,20 @@ def test_the_streamed_plan_is_the_whole_snapshots_on_random_histories(tmp_path: 
     assert by_day == {d: days.count(d) for d in set(days)}
 
 
+@pytest.mark.parametrize("seed", range(2))
+def test_the_streamed_compaction_is_the_whole_snapshots_without_deletion_vectors(tmp_path: Path, seed: int) -> None:
+    """Partitions without deletion vectors are compacted from the stream's sizes (many files of equal size, so
+    bins are cut between ties), with no replay."""
+    table = _random_history(tmp_path / "t", seed, dvs=False)
+    policy = BUSY.replace(target_file_size=MIB + 300 * KIB)
+    streamed_result, whole = _both(table, policy)
+    assert streamed_result == whole
+    assert [a.operation for a in plan_maintenance(table, policy, now=NOW).actions][:1] == ["optimize"]
+
+
 def test_only_the_partitions_that_need_work_are_replayed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """day=A has 6 fragments, day=B 2 large files, day=C one file whose deletion vector removes 40% of its rows:
-    A and C are replayed (compaction, purge), B is not."""
+    C is replayed (purge); A, without deletion vectors, is compacted from the stream's sizes; B is not planned."""
     a, b, c = "2026-11-01", "2026-11-02", "2026-11-03"
     write_log(
         tmp_path,
@@ -182,11 +193,32 @@ def test_only_the_partitions_that_need_work_are_replayed(tmp_path: Path, monkeyp
     monkeypatch.setattr(streamed, "PLAN_GROUP_FILES", 100)
     monkeypatch.setattr(streamed, "load_snapshot", spy)
     plan = plan_maintenance(Table(str(tmp_path)), MaintenancePolicy(target_file_size=MIB), now=NOW)
-    assert replayed == [frozenset({(a,), (c,)})]
+    assert replayed == [frozenset({(c,)})]
     assert [(x.operation, x.partitions) for x in plan.actions] == [
         ("purge", ({"day": c},)),
         ("optimize", ({"day": a},)),
     ]
+
+
+def test_a_null_partition_without_deletion_vectors_is_compacted_without_a_replay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A null partition value is no file without partition values: no key of a partition that holds no file makes
+    the spellings collide (which replays the whole table)."""
+    write_log(
+        tmp_path,
+        [
+            [protocol(), metadata(DATE_SCHEMA, ["day"]), commit_info(NOW - 100 * HOUR)],
+            [add(f"day=__HIVE_DEFAULT_PARTITION__/n{i}.parquet", 10 * KIB, partition={"day": None}) for i in range(6)],
+        ],
+    )
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("replayed")
+
+    monkeypatch.setattr(streamed, "load_snapshot", refuse)
+    plan = plan_maintenance(Table(str(tmp_path)), MaintenancePolicy(target_file_size=MIB), now=NOW)
+    assert [(a.operation, a.partitions) for a in plan.actions] == [("optimize", ({"day": None},))]
 
 
 def test_a_healthy_table_is_planned_without_a_replay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

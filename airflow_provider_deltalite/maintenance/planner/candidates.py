@@ -119,7 +119,6 @@ def _partition_candidates(
 ) -> Candidate | None:
     """The one rewrite a partition needs, in precedence order (see `rewrite_candidates`), or None."""
     target = int(policy.target_file_size or 1)  # resolved by decide
-    minimum = int(policy.min_file_size or target)
     ratio = policy.max_deleted_rows_ratio
     fragment_size = target / policy.fragment_ratio
     where = partitions_predicate([part.values], logical)
@@ -131,16 +130,8 @@ def _partition_candidates(
     fragments = sum(1 for i in part.files if sizes[i] < fragment_size)
     bins = plans.bins("optimize", key) if fragments >= policy.min_input_files else []
     if bins:
-        options = {"where": where, "target_size": target, "min_file_size": minimum, "max_deleted_rows_ratio": ratio}
-        reason = Reason(
-            "fragments",
-            fragments,
-            "min_input_files",
-            policy.min_input_files,
-            f"{label}: {fragments} fragments (files below {human_size(fragment_size)}, "
-            f"target_file_size / fragment_ratio), at least min_input_files={policy.min_input_files}",
-        )
-        return _rewrite("optimize", part.values, options, (reason,), bins, len(bins), fragment_size, label)
+        estimate, removed = _estimate(bins, len(bins), fragment_size)
+        return compaction_candidate(policy, part.values, logical, fragments, estimate, removed)
     over = [i for i in part.files if dvs[i] is not None and _deleted_share(dvs[i], records[i]) > ratio]
     bins = plans.bins("purge", key) if over else []
     if bins:
@@ -156,6 +147,33 @@ def _partition_candidates(
         )
         return _rewrite("purge", part.values, options, (reason,), bins, len(bins), fragment_size, label)
     return None
+
+
+def compaction_candidate(
+    policy: MaintenancePolicy,
+    values: dict[str, str | None],
+    logical: Mapping[str, str],
+    fragments: int,
+    estimate: Estimate,
+    fragments_removed: int,
+) -> Candidate:
+    """The compaction of a partition of ``fragments`` fragments whose bins the estimate sums (``policy`` resolved)."""
+    target = int(policy.target_file_size or 1)
+    minimum = int(policy.min_file_size or target)
+    fragment_size = target / policy.fragment_ratio
+    where = partitions_predicate([values], logical)
+    label = partition_label(values, logical)
+    ratio = policy.max_deleted_rows_ratio
+    options = {"where": where, "target_size": target, "min_file_size": minimum, "max_deleted_rows_ratio": ratio}
+    reason = Reason(
+        "fragments",
+        fragments,
+        "min_input_files",
+        policy.min_input_files,
+        f"{label}: {fragments} fragments (files below {human_size(fragment_size)}, "
+        f"target_file_size / fragment_ratio), at least min_input_files={policy.min_input_files}",
+    )
+    return Candidate("optimize", values, options, (reason,), estimate, fragments_removed, label)
 
 
 class _ChunkPlans:
@@ -285,6 +303,12 @@ def _rewrite(
     fragment_size: float,
     label: str = "the table",
 ) -> Candidate:
+    estimate, fragments = _estimate(bins, files_added, fragment_size)
+    return Candidate(operation, partition, options, reasons, estimate, fragments, label)
+
+
+def _estimate(bins: list[list[dict[str, Any]]], files_added: int, fragment_size: float) -> tuple[Estimate, int]:
+    """What rewriting ``bins`` reads, writes, removes and adds, and how many fragments it removes."""
     rewritten = [f for b in bins for f in b]
     read = sum(int(f["size"]) for f in rewritten)
     # rows a deletion vector removes are not written again: take their share of each file's bytes off
@@ -301,7 +325,7 @@ def _rewrite(
         files_added=files_added,
     )
     fragments = sum(1 for f in rewritten if int(f["size"]) < fragment_size)
-    return Candidate(operation, partition, options, reasons, estimate, fragments, label)
+    return estimate, fragments
 
 
 def _deleted_share(dv: Mapping[str, Any] | None, records: int | None) -> float:

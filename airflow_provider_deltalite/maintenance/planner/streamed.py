@@ -1,17 +1,22 @@
-"""Planning a table without holding its files: one streamed pass over the log, then pruned replays of only the
-partitions that need work, a group of them at a time.
+"""Planning a table without holding its files' actions: one streamed pass over the log, then the partitions that
+need work planned from what the pass kept, or from pruned replays of them, a group at a time.
 
 The pass (`engine.snapshot.stream_snapshot`) sums the health (`health.compute.stream_health`) and, per partition, what
 decides whether `candidates` would look at it at all (`PartitionTriggers`): its files, its fragments, its files over
-the deleted-rows ratio, and its files per Z-order tag. The partitions where a trigger fires are then replayed, in the
-candidates' partition order, in groups of at most `PLAN_GROUP_FILES` files (a partition larger than that is a group
-of its own), each group from the log with a `PartitionSetFilter`; `candidates.rewrite_candidates` runs on each group's
-snapshot as it runs on the whole table's. The plan is the one the whole snapshot gives (tests compare them): a
-partition's candidate depends on its own files only, and the triggers are the candidates' own first conditions.
+the deleted-rows ratio, and its files per Z-order tag; and, per file, its partition's number and its size
+(`streamed_compaction.PartitionSizes`). A partition where a trigger fires and no file has a deletion vector needs at
+most a compaction (without Z-order columns in the policy): it is planned from those sizes
+(`streamed_compaction.compaction_candidates`), without a replay. The other partitions where a trigger fires are
+replayed, in the candidates' partition order, in groups of at most `PLAN_GROUP_FILES` files (a partition larger than
+that is a group of its own), each group from the log with a `PartitionSetFilter`; `candidates.rewrite_candidates`
+runs on each group's snapshot as it runs on the whole table's. The plan is the one the whole snapshot gives (tests
+compare them): a partition's candidate depends on its own files only, and the triggers are the candidates' own first
+conditions.
 
-Memory: the stream's (a batch, the tombstones, the health's per-partition sums), a few counters per partition, and
-one group's files. An unpartitioned table is one partition, so one group. Two cases replay the whole table instead:
-a liquid-clustered table (clustering plans from all of its files), and a table where two spellings of one typed
+Memory: the stream's (a batch, the tombstones, the health's per-partition sums), a few counters per partition, 12
+bytes per live file (its partition's number and its size; about twice that while they are sorted), and one group's
+files. An unpartitioned table is one partition, so one group. Two cases replay the whole table instead: a
+liquid-clustered table (clustering plans from all of its files), and a table where two spellings of one typed
 partition value (``1`` and ``01`` of an integer column) are live at once, since a group names partitions by their raw
 values while an action's ``where`` selects by typed value.
 """
@@ -28,6 +33,7 @@ import pyarrow.compute as pc
 
 from airflow_provider_deltalite.engine.arrow_util import contiguous
 from airflow_provider_deltalite.engine.clustering_domain import clustering_spec
+from airflow_provider_deltalite.engine.partition_filter import bind_partition_predicate
 from airflow_provider_deltalite.engine.partition_set import PartitionSetFilter, snapshot_of_partitions
 from airflow_provider_deltalite.engine.partition_values import parse_partition_values
 from airflow_provider_deltalite.engine.snapshot import Snapshot, load_snapshot
@@ -45,7 +51,12 @@ from airflow_provider_deltalite.maintenance.planner.candidates import (
 from airflow_provider_deltalite.maintenance.planner.decide import decide
 from airflow_provider_deltalite.maintenance.planner.plan import MaintenancePlan
 from airflow_provider_deltalite.maintenance.planner.policy import MaintenancePolicy
-from airflow_provider_deltalite.maintenance.planner.where import MAX_PARTITIONS_PER_PREDICATE, logical_names
+from airflow_provider_deltalite.maintenance.planner.streamed_compaction import PartitionSizes, compaction_candidates
+from airflow_provider_deltalite.maintenance.planner.where import (
+    MAX_PARTITIONS_PER_PREDICATE,
+    logical_names,
+    partitions_predicate,
+)
 from airflow_provider_deltalite.maintenance.rewrites import resolve_sizes
 
 # Live files one pruned replay of the planner holds at most (unless one partition alone has more). A planned file
@@ -69,28 +80,34 @@ class PartitionTriggers:
         self.fragment_size = int(target or 1) / policy.fragment_ratio
         self.ratio = policy.max_deleted_rows_ratio
         self.uri = snap.table_uri
-        self.files: dict[PartitionKey, int] = {}
-        self.fragments: dict[PartitionKey, int] = {}
-        self.over: dict[PartitionKey, int] = {}
-        self.tagged: dict[PartitionKey, dict[str | None, int]] = {}
+        self.sizes = PartitionSizes()
+        # per partition number (`PartitionSizes`): files, fragments, files over the ratio; files per tag value
+        self._counts = np.zeros((3, 0), np.int64)
+        self._tagged: dict[int, dict[str, int]] = {}
         self._stones: list[pa.Table] = []
 
     def empty_like(self) -> PartitionTriggers:
         """A fresh one with the same settings (what each task of a `TaskStream` sums into)."""
         fresh = object.__new__(PartitionTriggers)
         fresh.fragment_size, fresh.ratio, fresh.uri = self.fragment_size, self.ratio, self.uri
-        fresh.files, fresh.fragments, fresh.over, fresh.tagged, fresh._stones = {}, {}, {}, {}, []
+        fresh.sizes = PartitionSizes()
+        fresh._counts = np.zeros((3, 0), np.int64)
+        fresh._tagged, fresh._stones = {}, []
         return fresh
 
     def merge(self, other: PartitionTriggers) -> None:
-        """Add another's counts (a task's, of its slice of the checkpoint)."""
-        for mine, theirs in ((self.files, other.files), (self.fragments, other.fragments), (self.over, other.over)):
-            for key, n in theirs.items():
-                mine[key] = mine.get(key, 0) + n
-        for key, counts in other.tagged.items():
-            tags = self.tagged.setdefault(key, {})
+        """Add another's counts and files (a task's, of its slice of the checkpoint), as if its batches came here."""
+        mapping = self.sizes.merge(other.sizes)
+        m = len(self.sizes.values)
+        if self._counts.shape[1] < m:
+            self._counts = np.pad(self._counts, ((0, 0), (0, m - self._counts.shape[1])))
+        theirs = other._counts.shape[1]
+        # the mapping never sends two of its partitions to one: a plain indexed add is exact
+        self._counts[:, mapping[:theirs]] += other._counts
+        for number, counts in other._tagged.items():
+            tagged = self._tagged.setdefault(int(mapping[number]), {})
             for tag, n in counts.items():
-                tags[tag] = tags.get(tag, 0) + n
+                tagged[tag] = tagged.get(tag, 0) + n
         self._stones.extend(other._stones)
 
     def add(self, live: pa.Table, stones: pa.Table) -> None:
@@ -101,30 +118,48 @@ class PartitionTriggers:
         if not n:
             return
         pv = contiguous(live.column("partitionValues"))
-        names = list(pv.type.names) if pa.types.is_struct(pv.type) else []
         sizes = contiguous(live.column("size")).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-        columns: dict[str, Any] = {
-            f"k{j}": contiguous(pv.field(name)).cast(pa.string()) for j, name in enumerate(names)
-        }
-        columns["valid"] = pv.is_valid()
-        columns["tag"] = _tag_values(live)
-        columns["one"] = pa.array(np.ones(n, np.int64))
-        columns["fragment"] = pa.array((sizes < self.fragment_size).astype(np.int64))
-        columns["over"] = pa.array(self._over(live).astype(np.int64))
-        keys = [*(f"k{j}" for j in range(len(names))), "valid", "tag"]
-        grouped = pa.table(columns).group_by(keys).aggregate([("one", "sum"), ("fragment", "sum"), ("over", "sum")])
-        rows = grouped.to_pydict()
-        for i in range(grouped.num_rows):
-            if rows["valid"][i]:
-                values = {name: rows[f"k{j}"][i] for j, name in enumerate(names)}
-                key: PartitionKey = tuple(sorted(((k, None if v == "" else v) for k, v in values.items())))
-            else:
-                key = ()  # a file without partition values: `candidates` files it under {}
-            self.files[key] = self.files.get(key, 0) + rows["one_sum"][i]
-            self.fragments[key] = self.fragments.get(key, 0) + rows["fragment_sum"][i]
-            self.over[key] = self.over.get(key, 0) + rows["over_sum"][i]
-            tags = self.tagged.setdefault(key, {})
-            tags[rows["tag"][i]] = tags.get(rows["tag"][i], 0) + rows["one_sum"][i]
+        has_dv = contiguous(live.column("deletionVector")).is_valid().to_numpy(zero_copy_only=False)
+        ids = self.sizes.add(pv, sizes, np.asarray(has_dv, dtype=bool))
+        m = len(self.sizes.values)
+        if self._counts.shape[1] < m:
+            self._counts = np.pad(self._counts, ((0, 0), (0, m - self._counts.shape[1])))
+        self._counts[0] += np.bincount(ids, minlength=m)
+        self._counts[1] += np.bincount(ids[sizes < self.fragment_size], minlength=m)
+        over = self._over(live)
+        if over.any():
+            self._counts[2] += np.bincount(ids[over], minlength=m)
+        tags = _tag_values(live)
+        if tags.null_count < n:
+            encoded = pc.dictionary_encode(tags)
+            values = encoded.dictionary.to_pylist()
+            code = encoded.indices.fill_null(len(values)).to_numpy(zero_copy_only=False).astype(np.int64)
+            pairs, counts = np.unique(ids.astype(np.int64) * (len(values) + 1) + code, return_counts=True)
+            for pair, count in zip(pairs.tolist(), counts.tolist(), strict=True):
+                number, c = divmod(pair, len(values) + 1)
+                if c < len(values):
+                    tagged = self._tagged.setdefault(number, {})
+                    tagged[values[c]] = tagged.get(values[c], 0) + count
+
+    @property
+    def files(self) -> dict[PartitionKey, int]:
+        return self._per_partition(0)
+
+    @property
+    def fragments(self) -> dict[PartitionKey, int]:
+        return self._per_partition(1)
+
+    @property
+    def over(self) -> dict[PartitionKey, int]:
+        return self._per_partition(2)
+
+    def tagged(self, key: PartitionKey, tag: str) -> int:
+        """The partition's files whose ``ZCUBE_ZORDER_BY`` tag is ``tag``."""
+        return self._tagged.get(self.sizes.number[key], {}).get(tag, 0)
+
+    def _per_partition(self, row: int) -> dict[PartitionKey, int]:
+        counts = self._counts[row].tolist()
+        return {key: counts[number] for key, number in self.sizes.number.items()}
 
     def _over(self, live: pa.Table) -> np.ndarray:
         """Whether each file's deletion vector removes more than the ratio of its rows (`candidates._deleted_share`:
@@ -176,8 +211,9 @@ def plan_streamed(
     """The table's health as ``policy`` sees it (``columns``, ``min_file_size``: `policy_health`'s) and the plan,
     at the latest version, without holding the table's files (see the module docstring). With ``tasks`` (the Spark
     executor) a checkpoint of at least its ``checkpoint_task_bytes`` is read by its tasks: the first pass summed a
-    slice per task (`health.task_sums`). The partitions that need work are replayed here, as without tasks: a group
-    holds up to `PLAN_GROUP_FILES` files, which tasks would return through Spark's driver (its JVM heap)."""
+    slice per task (`health.task_sums`; each task returns its files' partition numbers and sizes as well). The
+    partitions replayed are replayed here, as without tasks: a group holds up to `PLAN_GROUP_FILES` files, which
+    tasks would return through Spark's driver (its JVM heap)."""
     stream = open_stream(table, PLAN_FILE_FIELDS, tasks)
     snap = stream.snapshot
     spec = clustering_spec(snap)
@@ -190,21 +226,42 @@ def plan_streamed(
 
     def candidates_of(effective: MaintenancePolicy) -> list[Candidate]:
         needed = needing_work(triggers, health, effective, snap)
-        if needed and _spellings_collide(snap, list(triggers.files)):
+        if needed and _spellings_collide(snap, list(triggers.sizes.number)):
             return rewrite_candidates(health, load_snapshot(table.storage, snap.version), effective)
-        out: list[Candidate] = []
-        for group in _groups(needed, triggers.files):
+        planned = _planned_from_sizes(triggers.sizes, needed, effective, snap)
+        replayed = [k for k in needed if k not in planned]
+        for group in _groups(replayed, triggers.files):
             keep = PartitionSetFilter.of(_physical_values(snap, key) for key in group)
             part = load_snapshot(table.storage, snap.version, partition_filter=keep)
             # the operations' planners read every file of the snapshot they are given, once per chunk of
             # partitions: given the group's, planning would cost its files times its chunks
             for first in range(0, len(group), MAX_PARTITIONS_PER_PREDICATE):
-                chunk = group[first : first + MAX_PARTITIONS_PER_PREDICATE]
-                keep = PartitionSetFilter.of(_physical_values(snap, key) for key in chunk)
-                out.extend(rewrite_candidates(health, snapshot_of_partitions(part, keep), effective))
-        return out
+                keep = PartitionSetFilter.of(
+                    _physical_values(snap, key) for key in group[first : first + MAX_PARTITIONS_PER_PREDICATE]
+                )
+                for c in rewrite_candidates(health, snapshot_of_partitions(part, keep), effective):
+                    planned[_health_key(c.partition)] = c
+        return [c for c in (planned.get(k) for k in needed) if c is not None]
 
     return health, decide(health, snap, policy, now, candidates_of=candidates_of, tombstones=triggers.tombstones())
+
+
+def _planned_from_sizes(
+    sizes: PartitionSizes, needed: list[PartitionKey], policy: MaintenancePolicy, snap: Snapshot
+) -> dict[PartitionKey, Candidate | None]:
+    """The candidates of the partitions without deletion vectors (when ``policy`` has no Z-order columns), which
+    need at most a compaction: from the stream's sizes (`streamed_compaction`), with no replay."""
+    if policy.zorder_columns:
+        return {}
+    logical = logical_names(snap.partition_columns, snap.partition_physical_names)
+    direct = [k for k in needed if k != () and not sizes.has_dv(k)]
+    for first in range(0, len(direct), MAX_PARTITIONS_PER_PREDICATE):
+        # the predicate the compaction planner would bind for these partitions, refused as it would refuse it
+        chunk = [sizes.values[sizes.number[k]] for k in direct[first : first + MAX_PARTITIONS_PER_PREDICATE]]
+        where = partitions_predicate(chunk, logical)
+        if where is not None:
+            bind_partition_predicate(where, snap.arrow_schema, snap.partition_columns, snap.table_uri)
+    return dict(compaction_candidates(sizes, direct, policy, logical))
 
 
 def needing_work(
@@ -220,10 +277,11 @@ def needing_work(
     logical = logical_names(snap.partition_columns, snap.partition_physical_names)
     by_values = {_health_key(p.partition_values): p for p in health.partitions}
     needed = []
+    fragments, over = triggers.fragments, triggers.over
     for key, files in triggers.files.items():
-        need = triggers.fragments[key] >= minimum or triggers.over[key] > 0
+        need = fragments[key] >= minimum or over[key] > 0
         if not need and columns_tag is not None:
-            fresh = files - triggers.tagged[key].get(columns_tag, 0)
+            fresh = files - triggers.tagged(key, columns_tag)
             part = by_values.get(key)
             label = partition_label(dict(key), logical)
             points = _point_query_reasons(policy, label, part.clustering if part is not None else ())
