@@ -19,8 +19,8 @@ tasks against the local plan's, per checkpoint size (62 MB at 1M files, 622 MB a
 ``results/log_scale_spark_whole_table.json``:
 - ``health --json`` locally (the stream) and with ``--executor spark --spark-master local[2]
   --spark-checkpoint-tasks 0`` (each task sums its slice of the checkpoint, the driver merges);
-- ``maintain --dry-run --json`` likewise (the planner's first pass on the tasks, then the pruned replays of the
-  partitions that need work on the tasks as well).
+- ``maintain --dry-run --json`` likewise (the planner's first pass on the tasks, which also return their files'
+  partition numbers and sizes; the compactions planned from those, any pruned replay, in the driver).
 Every run's figures are checked against the local run's: the health's file count and a digest of its per-partition
 figures and size histogram; the plan's actions (without their reasons' wording).
 
@@ -233,7 +233,7 @@ def main() -> int:
     targets = []
     for label in args.sizes:
         s = summaries[label]
-        # maintain's peak is its pruned replays' (in the planning process, with or without tasks): no target
+        # maintain holds each file's partition number and size (and any pruned replay) with or without tasks: no target
         for config in [c for c in configs if c in ("spark tasks", "health spark tasks")]:
             if s.get(config, {}).get("ok"):
                 targets.append(
