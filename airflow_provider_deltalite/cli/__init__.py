@@ -9,7 +9,6 @@ job), `render` prints, `common` opens tables and executors.
 from __future__ import annotations
 
 import argparse
-import gc
 import sys
 from collections.abc import Sequence
 
@@ -43,7 +42,7 @@ from airflow_provider_deltalite.cli.maintenance import (
 )
 from airflow_provider_deltalite.cli.read import cmd_describe, cmd_files, cmd_history, cmd_scan
 from airflow_provider_deltalite.cli.render import change_line, describe_document, files_document, size_histogram
-from airflow_provider_deltalite.cli.startup import pandas_kept_out
+from airflow_provider_deltalite.cli.startup import pandas_kept_out, settle_for_exit
 from airflow_provider_deltalite.cli.tail import cmd_changes, cmd_watch
 from airflow_provider_deltalite.engine.errors import DeltaLiteError
 from airflow_provider_deltalite.version import __version__
@@ -199,9 +198,6 @@ def console_main(argv: Sequence[str] | None = None) -> int:
     """The `deltalite` command and ``python -m airflow_provider_deltalite``: `main` in a process that exits when it
     returns."""
     code = main(argv)
-    # The interpreter's exit runs one last garbage collection over every object of numpy, pyarrow and the engine, only
-    # to free memory the exit frees anyway: 25-70 ms of a command that may take half a second. Frozen objects are left
-    # out of it (they are still finalised as the modules are torn down). Not in `main`, which also runs inside
-    # longer-lived programs (tests, a notebook), where frozen garbage would never be collected.
-    gc.freeze()
+    # not in `main`, which also runs inside longer-lived programs (tests, a notebook)
+    settle_for_exit()
     return code
