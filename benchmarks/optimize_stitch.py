@@ -583,9 +583,10 @@ def main() -> int:
         "machine": h.machine_info(("pyarrow", "deltalake", "numpy", "pyspark", "moto")),
         "code": h.code_under_test(
             [
-                "airflow_provider_deltalite/engine/parquet/*.py",
-                "airflow_provider_deltalite/engine/rewrite*.py",
-                "airflow_provider_deltalite/engine/storage/local.py",
+                "engine/parquet/*.py",
+                "engine/rewrite*.py",
+                "engine/storage/local.py",
+                "cli/*.py",
             ]
         ),
         "table": {**info, "bytes": input_bytes},
