@@ -300,9 +300,12 @@ class SourceFile:
     def _check_and_read_indexes(self, wanted: Sequence[int], read: ReadRange) -> None:
         groups = self.meta.row_groups
         spans: list[tuple[int, int, tuple[int, int], str]] = []
+        # each chunk's range, for the check of its offset index below (`RowGroup.columns` makes a view per column:
+        # looking a chunk up through it again would cost a wide table's row group columns squared)
+        ranges: dict[tuple[int, int], tuple[int, int]] = {}
         for g in wanted:
             for c, chunk in enumerate(groups[g].columns):
-                start, length = _chunk_range(chunk, self.footer_start)
+                start, length = ranges[g, c] = _chunk_range(chunk, self.footer_start)
                 md = chunk.meta_data
                 for name in ("column_index", "offset_index"):
                     offset = getattr(chunk, f"{name}_offset")
@@ -330,7 +333,7 @@ class SourceFile:
                 entry.bloom = data
             else:
                 index = ShiftableOffsetIndex(data)
-                start, length = _chunk_range(groups[g].columns[c], self.footer_start)
+                start, length = ranges[g, c]
                 end = start + length
                 for offset, size in zip(index.offsets, index.sizes, strict=True):
                     if offset is None or size is None or offset < start or offset + size > end:
