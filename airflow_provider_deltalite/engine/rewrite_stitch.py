@@ -163,7 +163,8 @@ def _plan_source(
     groups = large(source.meta)
     if not groups:
         return None
-    small = [i for i in range(len(source.meta.row_groups)) if i not in set(groups)]
+    copied_groups = set(groups)
+    small = [i for i in range(len(source.meta.row_groups)) if i not in copied_groups]
     return _Copied(add, source, groups, small, stats)
 
 
