@@ -12,8 +12,6 @@ from pathlib import Path
 import fsspec
 import pytest
 
-from airflow_provider_deltalite.engine.errors import StorageError
-from airflow_provider_deltalite.engine.storage import local
 from airflow_provider_deltalite.engine.storage.local import LocalBackend, local_path
 from airflow_provider_deltalite.engine.storage.table_storage import Storage
 
@@ -88,23 +86,3 @@ def test_fs_is_built_when_asked_for(tmp_path: Path) -> None:
     assert (copy.root, copy.read("x.txt")) == (storage.root, b"x")
     with pytest.raises(AttributeError):
         _ = storage.no_such_attribute
-
-
-@pytest.mark.parametrize("threads", [1, 3])
-def test_compose_writes_every_piece_at_its_offset(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, threads: int
-) -> None:
-    # ranges cut into pieces of 1000 bytes and written by several threads out of order: the same file as in order
-    monkeypatch.setattr(local, "COMPOSE_PIECE_BYTES", 1000)
-    monkeypatch.setattr(local, "COMPOSE_THREADS", threads)
-    one, two = os.urandom(7_777), os.urandom(3_001)
-    (tmp_path / "one.bin").write_bytes(one)
-    (tmp_path / "two.bin").write_bytes(two)
-    storage = Storage(str(tmp_path))
-    segments = [b"HEAD", ("one.bin", 5, 7_000), bytearray(b"mid"), ("two.bin", 0, 3_001), ("one.bin", 0, 1), b"T"]
-    assert storage.compose("out/a.bin", segments) == 4 + 3 + 1
-    assert (tmp_path / "out" / "a.bin").read_bytes() == b"HEAD" + one[5:7_005] + b"mid" + two + one[:1] + b"T"
-    # a range past a source's end fails whichever thread copies it, and leaves no file
-    with pytest.raises(StorageError):
-        storage.compose("out/b.bin", [("one.bin", 0, 7_777), ("two.bin", 2_000, 2_000), b"T"])
-    assert not (tmp_path / "out" / "b.bin").exists()

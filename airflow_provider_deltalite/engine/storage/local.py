@@ -180,17 +180,21 @@ class LocalBackend(FsspecBackend):
         """The ranges copied by the kernel (``copy_file_range``: no byte through this process, and shared extents on
         filesystems that have them), the literal bytes written; a failure removes the partial file.
 
-        Every segment's place in the new file is known from the lengths before anything is copied, so the pieces are
-        written at their offsets by `COMPOSE_THREADS` threads at once: the kernel's copy is CPU work (page cache to
-        page cache where extents cannot be shared), and one thread copying a gigabyte leaves the other cores idle."""
+        One thread: writes to one file take its inode lock in turn, and two threads copying at their own offsets
+        measured no faster than one (ext4, 970 MiB)."""
         if self._given:
             return super().compose(full, segments)
         local = local_path(full)
         os.makedirs(os.path.dirname(local), exist_ok=True)
-        pieces, sent = _compose_pieces(segments)
+        sent = 0
         fd = os.open(local, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            _run_pieces(pieces, fd)
+            for segment in segments:
+                if isinstance(segment, bytes | bytearray | memoryview):
+                    _write_all(fd, segment)
+                    sent += len(segment)
+                else:
+                    _copy_range(local_path(segment[0]), segment[1], segment[2], fd)
         except BaseException:
             os.close(fd)
             with contextlib.suppress(OSError):
@@ -309,78 +313,18 @@ def _write_temp(full: str, data: bytes) -> str:
     return tmp
 
 
-def _write_all(fd: int, data: bytes | bytearray | memoryview, at: int) -> None:
+def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
     view = memoryview(data)
     while view:
-        done = os.pwrite(fd, view, at)
-        view = view[done:]
-        at += done
-
-
-# The threads of one `LocalBackend.compose`, and the most bytes of a range one of them copies at a time (so that a
-# file of a few large ranges still keeps every thread busy to the end).
-COMPOSE_THREADS = max(1, min(4, os.cpu_count() or 1))
-COMPOSE_PIECE_BYTES = 32 * 1024 * 1024
-
-# A piece of a composed file: literal bytes, or (source path, start, length), and where it goes in the new file.
-_Piece = tuple[bytes | bytearray | memoryview | tuple[str, int, int], int]
-
-
-def _compose_pieces(segments: Sequence[Segment]) -> tuple[list[_Piece], int]:
-    """The pieces of ``segments`` at their offsets in the new file (ranges cut to `COMPOSE_PIECE_BYTES`), and the
-    literal bytes among them."""
-    pieces: list[_Piece] = []
-    at = sent = 0
-    for segment in segments:
-        if isinstance(segment, bytes | bytearray | memoryview):
-            pieces.append((segment, at))
-            at += len(segment)
-            sent += len(segment)
-            continue
-        source, start, length = segment
-        path = local_path(source)
-        for offset in range(0, length, COMPOSE_PIECE_BYTES):
-            size = min(COMPOSE_PIECE_BYTES, length - offset)
-            pieces.append(((path, start + offset, size), at + offset))
-        at += length
-    return pieces, sent
-
-
-def _run_pieces(pieces: list[_Piece], fd: int) -> None:
-    """Write every piece at its offset of ``fd``, on up to `COMPOSE_THREADS` threads; the first error is raised
-    after every thread has stopped (none writes to a file its caller is about to remove)."""
-
-    def run(piece: _Piece) -> None:
-        what, at = piece
-        if isinstance(what, tuple):
-            _copy_range(what[0], what[1], what[2], fd, at)
-        else:
-            _write_all(fd, what, at)
-
-    threads = min(COMPOSE_THREADS, len(pieces))
-    if threads <= 1:
-        for piece in pieces:
-            run(piece)
-        return
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="deltalite-compose") as pool:
-        futures = [pool.submit(run, piece) for piece in pieces]
-        try:
-            for future in futures:
-                future.result()
-        except BaseException:
-            for future in futures:
-                future.cancel()
-            raise
+        view = view[os.write(fd, view) :]
 
 
 # copy_file_range refuses some pairs of files (another filesystem on older kernels, special files): stream those
 _NO_KERNEL_COPY = frozenset({errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EPERM, errno.EBADF})
 
 
-def _copy_range(source: str, start: int, length: int, fd: int, at: int) -> None:
-    """Copy ``length`` bytes of ``source`` from ``start`` to ``fd`` at offset ``at``, in the kernel where it can."""
+def _copy_range(source: str, start: int, length: int, fd: int) -> None:
+    """Append ``length`` bytes of ``source`` from ``start`` at ``fd``'s position, in the kernel where it can."""
     end = start + length
     with open(source, "rb", buffering=0) as fh:
         src = fh.fileno()
@@ -388,7 +332,7 @@ def _copy_range(source: str, start: int, length: int, fd: int, at: int) -> None:
         while start < end:
             if kernel:
                 try:
-                    done = os.copy_file_range(src, fd, end - start, start, at)
+                    done = os.copy_file_range(src, fd, end - start, start)
                 except OSError as exc:
                     if exc.errno not in _NO_KERNEL_COPY:
                         raise
@@ -398,9 +342,8 @@ def _copy_range(source: str, start: int, length: int, fd: int, at: int) -> None:
                     continue
             else:
                 piece = os.pread(src, min(STREAM_CHUNK_BYTES, end - start), start)
-                _write_all(fd, piece, at)
+                _write_all(fd, piece)
                 done = len(piece)
             if not done:
                 raise OSError(f"{source} ends before byte {end}")
             start += done
-            at += done
