@@ -20,11 +20,12 @@ is checked by a separate child: delta-rs reads the same row count and column sum
 
 What the comparison with ``cp`` leaves out, in deltalite's favour: neither syncs (both outputs are left dirty in the
 page cache, written back after the process has exited); the inputs are in the page cache (hard links of the cached
-table, read by every run before); deltalite's copy runs on ``COMPOSE_THREADS`` threads (one per core, here 2) where
-``cp`` copies with one, which also gets it a larger share of a loaded machine; and the table is the best case for
-stitching (every file one row group above the threshold, one schema, no deletion vectors). Against it: deltalite
-also reads the log, plans, writes a footer and commits, and pays Python's start and numpy's and pyarrow's imports
-(0.15-0.25 s, the same for any table size: a larger table has a lower ratio).
+table, read by every run before); and the table is the best case for stitching (every file one row group above the
+threshold, one schema, no deletion vectors). Against it: both copy with ``copy_file_range`` on one thread, but
+deltalite also reads the log, plans, writes a footer and commits, and pays Python's start and numpy's and pyarrow's
+imports (0.15-0.25 s, the same for any table size: a larger table has a lower ratio). ``cp`` is CPU-bound: on a
+loaded machine it waits for a core as deltalite does, so the ratio is lowest under load and highest on an idle
+machine.
 
 Small files. ``optimize_compact.py``'s table (400 files of 20,000 rows, ~0.6 MiB each, 4 partitions; its generator
 and cache): every file is below the threshold and re-encoded. ``deltalite optimize --target-size 256MiB
