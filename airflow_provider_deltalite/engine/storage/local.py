@@ -13,7 +13,7 @@ import os
 import re
 import stat
 import uuid
-from collections.abc import Callable, Container, Sequence
+from collections.abc import Callable, Container, Iterable
 from typing import Any, TypeVar
 
 import pyarrow as pa
@@ -176,7 +176,7 @@ class LocalBackend(FsspecBackend):
         os.makedirs(os.path.dirname(local), exist_ok=True)
         return pa.OSFile(local, "wb")
 
-    def compose(self, full: str, segments: Sequence[Segment]) -> int:
+    def compose(self, full: str, segments: Iterable[Segment]) -> int:
         """The ranges copied by the kernel (``copy_file_range``: no byte through this process, and shared extents on
         filesystems that have them), the literal bytes written; a failure removes the partial file.
 
