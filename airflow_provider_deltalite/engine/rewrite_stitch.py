@@ -225,6 +225,7 @@ def _compact_once(task: RewriteTask) -> RewriteResult | None:
     physical_schema = delta_schema_to_arrow(ctx.schema, physical=True, mode=mode, exclude=ctx.partition_columns)
     reference = reference_footer(physical_schema, task.writer)
     shape = _collector(ctx)
+    collector = _collector(ctx)
     partition_values = dict(task.files[0].get("partitionValues") or {})
     directory = partition_directory(ctx.partition_columns, ctx.partition_physical_names, partition_values)
     relative, log_path = new_data_file_path(directory, codec=task.writer.compression, column_mapping=mode != "none")
@@ -244,14 +245,14 @@ def _compact_once(task: RewriteTask) -> RewriteResult | None:
                     out = StitchWriter(sink.write, sink.copy)
                 out.append(plan.source, plan.groups)
     except BaseException:
-        _close_quietly(sink)
+        if sink is not None:
+            _close_quietly(sink)
         raise
     copied = [p for p in plans if p is not None]
     if not copied:
         return None  # nothing to copy: the caller re-encodes the bin
     whole = [add for add, p in zip(task.files, plans, strict=True) if p is None]
 
-    collector = _collector(ctx)
     segments: list[Segment] | None = None
     if out is None:
         # On a store that composes objects from ranges (S3), the copied chunks never pass through this process: the
