@@ -1,5 +1,5 @@
 """`python -m airflow_provider_deltalite` runs the `deltalite` CLI."""
 
-from airflow_provider_deltalite.cli import main
+from airflow_provider_deltalite.cli import console_main
 
-raise SystemExit(main())
+raise SystemExit(console_main())

@@ -62,14 +62,15 @@ LOG_PARTITIONS = 100
 
 CODE_UNDER_TEST = ("engine/**/*.py", "maintenance/*.py", "cli/*.py", "table.py")
 
+# The `deltalite` console script's function (`console_main`: `main`, then what a process that is about to exit does)
 DELTALITE_RUNNER = """
 import contextlib, io, json, sys, time
 t0 = time.perf_counter()
-from airflow_provider_deltalite.cli import main
+from airflow_provider_deltalite.cli import console_main
 t1 = time.perf_counter()
 out = io.StringIO()
 with contextlib.redirect_stdout(out):
-    code = main(sys.argv[1:])
+    code = console_main(sys.argv[1:])
 t2 = time.perf_counter()
 sys.stderr.write(json.dumps({"import_s": t1 - t0, "call_s": t2 - t1, "code": code,
                              "pandas_imported": "pandas" in sys.modules, "doc": json.loads(out.getvalue())}) + "\\n")

@@ -42,12 +42,20 @@ from airflow_provider_deltalite.cli.maintenance import (
 )
 from airflow_provider_deltalite.cli.read import cmd_describe, cmd_files, cmd_history, cmd_scan
 from airflow_provider_deltalite.cli.render import change_line, describe_document, files_document, size_histogram
-from airflow_provider_deltalite.cli.startup import pandas_kept_out
+from airflow_provider_deltalite.cli.startup import pandas_kept_out, settle_for_exit
 from airflow_provider_deltalite.cli.tail import cmd_changes, cmd_watch
 from airflow_provider_deltalite.engine.errors import DeltaLiteError
 from airflow_provider_deltalite.version import __version__
 
-__all__ = ["build_parser", "change_line", "describe_document", "files_document", "main", "size_histogram"]
+__all__ = [
+    "build_parser",
+    "change_line",
+    "console_main",
+    "describe_document",
+    "files_document",
+    "main",
+    "size_histogram",
+]
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
@@ -184,3 +192,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"deltalite: error: {' '.join(str(exc).split())}\n")
         return EXIT_ERROR
     return 0
+
+
+def console_main(argv: Sequence[str] | None = None) -> int:
+    """The `deltalite` command and ``python -m airflow_provider_deltalite``: `main` in a process that exits when it
+    returns."""
+    code = main(argv)
+    # not in `main`, which also runs inside longer-lived programs (tests, a notebook)
+    settle_for_exit()
+    return code

@@ -1,8 +1,10 @@
-"""What a `deltalite` process settles before it runs a command, so that it imports only what the command uses."""
+"""What a `deltalite` process settles before it runs a command, so that it imports only what the command uses, and
+before it exits."""
 
 from __future__ import annotations
 
 import contextlib
+import gc
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -48,3 +50,14 @@ def pandas_kept_out(command: str, executor: str | None, draws: bool = False) -> 
         yield True
     finally:
         sys.meta_path.remove(blocker)
+
+
+def settle_for_exit() -> None:
+    """Freeze every object of a process that exits next (`console_main`, never a longer-lived program).
+
+    The interpreter's exit runs one last garbage collection over every object of numpy, pyarrow and the engine, only
+    to free memory the exit frees anyway: 25-70 ms of a command that may take half a second (a stitched OPTIMIZE of a
+    gigabyte). Frozen objects are left out of that collection; they are still finalised as the modules are torn down.
+    In a program that goes on, frozen garbage would never be collected.
+    """
+    gc.freeze()

@@ -25,8 +25,10 @@ import contextlib
 import dataclasses
 import functools
 import logging
+import queue
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -163,7 +165,8 @@ def _plan_source(
     groups = large(source.meta)
     if not groups:
         return None
-    small = [i for i in range(len(source.meta.row_groups)) if i not in set(groups)]
+    copied_groups = set(groups)
+    small = [i for i in range(len(source.meta.row_groups)) if i not in copied_groups]
     return _Copied(add, source, groups, small, stats)
 
 
@@ -222,31 +225,51 @@ def _compact_once(task: RewriteTask) -> RewriteResult | None:
     physical_schema = delta_schema_to_arrow(ctx.schema, physical=True, mode=mode, exclude=ctx.partition_columns)
     reference = reference_footer(physical_schema, task.writer)
     shape = _collector(ctx)
-    plans = [_plan_source(ctx, add, reference, minimum, shape) for add in task.files]
+    collector = _collector(ctx)
+    partition_values = dict(task.files[0].get("partitionValues") or {})
+    directory = partition_directory(ctx.partition_columns, ctx.partition_physical_names, partition_values)
+    relative, log_path = new_data_file_path(directory, codec=task.writer.compression, column_mapping=mode != "none")
+    # On the local disk the file is composed while the bin is planned: the kernel copies the first inputs' row groups
+    # while the next inputs' footers are read (`_ComposeStream`)
+    streamed = storage.composes_from_ranges and storage.native_files
+    sink: Any = None
+    out: StitchWriter | None = None
+    plans: list[_Copied | None] = []
+    try:
+        for input_add in task.files:
+            plan = _plan_source(ctx, input_add, reference, minimum, shape)
+            plans.append(plan)
+            if plan is not None and streamed:
+                if out is None:
+                    sink = _ComposeStream(storage, relative)
+                    out = StitchWriter(sink.write, sink.copy)
+                out.append(plan.source, plan.groups)
+    except BaseException:
+        if sink is not None:
+            _close_quietly(sink)
+        raise
     copied = [p for p in plans if p is not None]
     if not copied:
         return None  # nothing to copy: the caller re-encodes the bin
     whole = [add for add, p in zip(task.files, plans, strict=True) if p is None]
 
-    partition_values = dict(task.files[0].get("partitionValues") or {})
-    directory = partition_directory(ctx.partition_columns, ctx.partition_physical_names, partition_values)
-    relative, log_path = new_data_file_path(directory, codec=task.writer.compression, column_mapping=mode != "none")
-    collector = _collector(ctx)
-    # On a store that composes objects from ranges (S3), the copied chunks never pass through this process: the
-    # file is a list of ranges and the bytes written here, sent as one multipart upload. Those bytes are held until
-    # then, so only a bin whose re-encoded part is small goes that way.
-    literal = sum(row_group_bytes(p.source.meta.row_groups[g]) for p in copied for g in p.small)
-    literal += sum(int(add.get("size") or 0) for add in whole)
     segments: list[Segment] | None = None
-    if storage.composes_from_ranges and literal <= COMPOSE_LITERAL_BYTES:
-        segments = []
-        sink: Any = _Segments(segments)
-    else:
-        sink = storage.create_data_file(storage.full_path(relative))
+    if out is None:
+        # On a store that composes objects from ranges (S3), the copied chunks never pass through this process: the
+        # file is a list of ranges and the bytes written here, sent as one multipart upload. Those bytes are held
+        # until then, so only a bin whose re-encoded part is small goes that way.
+        literal = sum(row_group_bytes(p.source.meta.row_groups[g]) for p in copied for g in p.small)
+        literal += sum(int(add.get("size") or 0) for add in whole)
+        if storage.composes_from_ranges and literal <= COMPOSE_LITERAL_BYTES:
+            segments = []
+            sink = _Segments(segments)
+        else:
+            sink = storage.create_data_file(storage.full_path(relative))
     try:
-        out = StitchWriter(sink.write, sink.copy if segments is not None else None)
-        for plan in copied:
-            out.append(plan.source, plan.groups)
+        if out is None:
+            out = StitchWriter(sink.write, sink.copy if segments is not None else None)
+            for plan in copied:
+                out.append(plan.source, plan.groups)
         bytes_copied = out.bytes_copied
         verdicts = None
         if task.writer.dictionary:
@@ -277,7 +300,9 @@ def _compact_once(task: RewriteTask) -> RewriteResult | None:
                 again.write(batch)
         again.flush()
         size = out.finish(reference)
-        if segments is not None:
+        if streamed:
+            uploaded = sink.finish()
+        elif segments is not None:
             uploaded = storage.compose(relative, segments)
         else:
             sink.close()
@@ -347,6 +372,80 @@ class _Segments:
 
     def close(self) -> None:
         """Nothing was written to the store yet."""
+
+
+class _ComposeStream:
+    """A composed file written as it is planned: its segments go, in order, to `Storage.compose` running on a thread
+    of its own (on the local disk, where compose writes each segment as it comes), so that the kernel's copy of the
+    first ranges overlaps the reading of the next inputs' footers and the re-encoding of the small row groups.
+
+    The queue between them is short: the literal bytes waiting in it (re-encoded row groups, the footer) are few.
+    """
+
+    _END = object()
+    _ABORT = object()
+    _QUEUED = 8
+
+    def __init__(self, storage: Any, relative: str) -> None:
+        self._queue: queue.Queue[Any] = queue.Queue(self._QUEUED)
+        self._sent: int | None = None
+        self._error: BaseException | None = None
+        self._ended = False
+        self._thread = threading.Thread(
+            target=self._compose, args=(storage, relative), name="deltalite-compose", daemon=True
+        )
+        self._thread.start()
+
+    def write(self, data: bytes) -> None:
+        self._queue.put(bytes(data))
+
+    def copy(self, name: str, start: int, length: int) -> None:
+        self._queue.put((name, start, length))
+
+    def finish(self) -> int:
+        """Wait for the file to be written; the bytes this process sent (`Storage.compose`'s answer).
+
+        Raises:
+            StorageError: what `Storage.compose` raised (the partial file is removed).
+        """
+        self._end(self._END)
+        if self._error is not None:
+            raise self._error
+        assert self._sent is not None
+        return self._sent
+
+    def close(self) -> None:
+        """Stop: the file is removed unless `finish` returned."""
+        self._end(self._ABORT)
+
+    def _end(self, marker: object) -> None:
+        if not self._ended:
+            self._ended = True
+            self._queue.put(marker)
+        self._thread.join()
+
+    def _segments(self) -> Iterator[Segment]:
+        while True:
+            item = self._queue.get()
+            if item is self._END:
+                return
+            if item is self._ABORT:
+                raise _Abandoned
+            yield item
+
+    def _compose(self, storage: Any, relative: str) -> None:
+        try:
+            self._sent = storage.compose(relative, self._segments())
+        except BaseException as exc:  # handed to `finish`, in the thread that waits for it
+            self._error = exc
+            if not isinstance(exc, _Abandoned):
+                # keep taking what the planner still sends, so that it never waits on a queue nobody empties
+                while self._queue.get() not in (self._END, self._ABORT):
+                    pass
+
+
+class _Abandoned(Exception):
+    """The bin failed while its file was being composed: the partial file is removed."""
 
 
 def _close_quietly(sink: Any) -> None:

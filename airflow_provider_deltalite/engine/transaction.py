@@ -443,19 +443,22 @@ class Transaction:
 
     def _post_commit(self, version: int) -> bool:
         """Checkpoint and clean the log when the interval says so; a failure here never fails the commit."""
-        from airflow_provider_deltalite.engine.checkpoint_writer import write_checkpoint
-        from airflow_provider_deltalite.engine.log_cleanup import cleanup_expired_logs
         from airflow_provider_deltalite.engine.properties import should_checkpoint
 
         try:
             if not should_checkpoint(version, self.snapshot.properties):
                 return False
+            # imported only by a commit that checkpoints: most commits of a short-lived process do not
+            from airflow_provider_deltalite.engine.checkpoint_writer import write_checkpoint
+
             # the state at our commit from the snapshot we started on and the commits since: no second full replay
             snapshot = advance_snapshot(self.snapshot, version) or load_snapshot(self.storage, version)
             write_checkpoint(snapshot)
         except (DeltaLiteError, OSError, ValueError, pa.ArrowException) as exc:
             log.warning("commit %s succeeded, but writing its checkpoint failed: %s", version, exc)
             return False
+        from airflow_provider_deltalite.engine.log_cleanup import cleanup_expired_logs
+
         try:
             cleanup_expired_logs(snapshot)
         except (DeltaLiteError, OSError, ValueError) as exc:

@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_provider_deltalite import DeltaTable
+from airflow_provider_deltalite.engine.errors import StorageError
 from airflow_provider_deltalite.engine.parquet.footer import read_footer
 from airflow_provider_deltalite.maintenance.optimize import optimize
 from tests.conformance.corpus import row_multiset
@@ -352,3 +353,29 @@ def test_an_int96_file_next_to_int64_files_is_re_encoded(tmp_path: Path) -> None
     out = file_of(path, add)
     assert read_footer(out.read_bytes()).schema[5].type == 2  # ts back to INT64 microseconds, as the table's
     assert check_stats_hold(out, add["stats"]) > 0
+
+
+def test_a_failure_while_the_local_file_is_composed_leaves_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # on the local disk the output is composed while the bin is planned: a failure after the first input has gone to
+    # the composing thread stops it, removes the partial file and commits nothing
+    from airflow_provider_deltalite.engine import rewrite_stitch
+
+    path = _delta_rs_table(tmp_path / "t", files=3)
+    threshold = _threshold(path)
+    files_before = sorted(p.name for p in path.rglob("*") if p.is_file())
+    plan_source = rewrite_stitch._plan_source
+    calls = []
+
+    def failing_second(*args: Any) -> Any:
+        calls.append(args)
+        if len(calls) == 2:
+            raise StorageError("injected", str(path))
+        return plan_source(*args)
+
+    monkeypatch.setattr(rewrite_stitch, "_plan_source", failing_second)
+    with pytest.raises(StorageError, match="injected"):
+        optimize(DeltaTable(str(path)), min_row_group_size=threshold)
+    assert sorted(p.name for p in path.rglob("*") if p.is_file()) == files_before
+    assert deltalake.DeltaTable(str(path)).version() == 2  # nothing committed

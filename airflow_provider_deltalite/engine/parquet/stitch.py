@@ -32,6 +32,7 @@ from airflow_provider_deltalite.engine.parquet.footer import (
     FooterError,
     OffsetIndex,
     RowGroup,
+    SchemaElement,
     decode_footer,
     decode_struct,
     encode_footer,
@@ -88,23 +89,29 @@ def not_stitchable(meta: FileMetaData, reference: FileMetaData) -> str | None:
         return "encrypted"
     if not writer_trusted(meta.created_by):
         return f"written by {meta.created_by or 'an unnamed writer'}, whose statistics readers may not trust"
-    ours, theirs = reference.schema, meta.schema
+    ours, theirs = _schema_elements(reference), _schema_elements(meta)
     if len(ours) != len(theirs):
         return "another Parquet schema (a different number of columns)"
     # the root's name and repetition mean nothing to readers (pyarrow writes "schema" and REQUIRED, arrow-rs
     # "arrow_schema" and no repetition, Spark "spark_schema"); every other element must match field for field
-    root_ours, root_theirs = ours[0].raw.copy(), theirs[0].raw.copy()
-    for fid in (3, 4):
-        root_ours.remove(fid)
-        root_theirs.remove(fid)
-    if root_ours != root_theirs:
+    if not ours or _without_name(ours[0]) != _without_name(theirs[0]):
         return "another Parquet schema"
     for a, b in zip(ours[1:], theirs[1:], strict=True):
-        if a.raw != b.raw:
-            return f"another Parquet schema (column {b.name!r})"
+        if a.fields != b.fields:
+            return f"another Parquet schema (column {SchemaElement(b).name!r})"
     if meta.column_orders != reference.column_orders:
         return "other column orders"
     return None
+
+
+def _schema_elements(meta: FileMetaData) -> list[Struct]:
+    entry = meta.raw.fields.get(_FILE_SCHEMA)
+    return [] if entry is None else entry[1].items
+
+
+def _without_name(root: Struct) -> dict[int, tuple[int, object]]:
+    """A root schema element's fields but its repetition (3) and name (4)."""
+    return {fid: value for fid, value in root.fields.items() if fid not in (3, 4)}
 
 
 class ShiftableOffsetIndex:
@@ -158,6 +165,7 @@ class ShiftableOffsetIndex:
         return write_struct(index.raw)
 
 
+_FILE_SCHEMA = 2  # FileMetaData 2: list<SchemaElement>
 _ROW_GROUP_COLUMNS = 1  # RowGroup 1: list<ColumnChunk>
 _CHUNK_META_DATA = 3  # ColumnChunk 3: ColumnMetaData
 
@@ -262,14 +270,15 @@ class SourceFile:
             NotStitchable: the file is not a Parquet file this code can copy from, or its schema differs from the
                 reference's, or an offset in it points outside its column chunk.
         """
+        tail_len = min(size, TAIL_BYTES)
+        tail_start = size - tail_len
         try:
-            tail_len = min(size, TAIL_BYTES)
-            tail = read(size - tail_len, tail_len)
+            tail = read(tail_start, tail_len)
             length = footer_length(tail)
             start = size - 8 - length
             if start < 4:
                 raise NotStitchable("the footer length is larger than the file")
-            raw = tail[start - (size - tail_len) : -8] if length + 8 <= tail_len else read(start, length)
+            raw = tail[start - tail_start : -8] if length + 8 <= tail_len else read(start, length)
             meta = decode_footer(raw)
         except FooterError as exc:
             raise NotStitchable(str(exc)) from None
@@ -278,15 +287,25 @@ class SourceFile:
             raise NotStitchable(reason)
         source = cls(name, meta, start, read)
         wanted = list(range(len(meta.row_groups))) if row_groups is None else list(row_groups(meta))
-        source._check_and_read_indexes(wanted)
+
+        def read_near_footer(offset: int, length: int) -> bytes:
+            # page indexes and bloom filters sit just before the footer: usually inside the tail read already
+            if offset >= tail_start and offset + length <= size:
+                return tail[offset - tail_start : offset - tail_start + length]
+            return read(offset, length)
+
+        source._check_and_read_indexes(wanted, read_near_footer)
         return source
 
-    def _check_and_read_indexes(self, wanted: Sequence[int]) -> None:
+    def _check_and_read_indexes(self, wanted: Sequence[int], read: ReadRange) -> None:
         groups = self.meta.row_groups
         spans: list[tuple[int, int, tuple[int, int], str]] = []
+        # each chunk's range, for the check of its offset index below (`RowGroup.columns` makes a view per column:
+        # looking a chunk up through it again would cost a wide table's row group columns squared)
+        ranges: dict[tuple[int, int], tuple[int, int]] = {}
         for g in wanted:
             for c, chunk in enumerate(groups[g].columns):
-                start, length = _chunk_range(chunk, self.footer_start)
+                start, length = ranges[g, c] = _chunk_range(chunk, self.footer_start)
                 md = chunk.meta_data
                 for name in ("column_index", "offset_index"):
                     offset = getattr(chunk, f"{name}_offset")
@@ -300,13 +319,13 @@ class SourceFile:
                 if bloom is not None:
                     size = md.bloom_filter_length
                     if size is None:
-                        size = self._bloom_length(bloom)
+                        size = self._bloom_length(bloom, read)
                     if bloom < 4 or size <= 0 or bloom + size > self.footer_start:
                         raise NotStitchable("a bloom filter lies outside the file")
                     spans.append((bloom, size, (g, c), "bloom"))
                 if not start <= md.data_page_offset < start + length:
                     raise NotStitchable("a data page offset lies outside its column chunk")
-        for (g, c), name, data in _read_coalesced(self.read, spans):
+        for (g, c), name, data in _read_coalesced(read, spans):
             entry = self.indexes.setdefault((g, c), _ChunkIndexes())
             if name == "column_index":
                 entry.column_index = data
@@ -314,16 +333,16 @@ class SourceFile:
                 entry.bloom = data
             else:
                 index = ShiftableOffsetIndex(data)
-                start, length = _chunk_range(groups[g].columns[c], self.footer_start)
+                start, length = ranges[g, c]
                 end = start + length
                 for offset, size in zip(index.offsets, index.sizes, strict=True):
                     if offset is None or size is None or offset < start or offset + size > end:
                         raise NotStitchable("an offset index points outside its column chunk")
                 entry.offset_index = index
 
-    def _bloom_length(self, offset: int) -> int:
+    def _bloom_length(self, offset: int, read: ReadRange) -> int:
         # older writers leave bloom_filter_length unset: the header says how many bitset bytes follow it
-        head = self.read(offset, min(_BLOOM_HEADER_BYTES, self.footer_start - offset))
+        head = read(offset, min(_BLOOM_HEADER_BYTES, self.footer_start - offset))
         try:
             value, end = decode_struct(head, "a bloom filter header")
         except FooterError as exc:

@@ -12,7 +12,7 @@ errors.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -200,10 +200,11 @@ class StorageBackend(Protocol):
         """A new file to stream a data file to (parent directories made where `has_real_directories`)."""
         ...
 
-    def compose(self, full: str, segments: Sequence[Segment]) -> int:
+    def compose(self, full: str, segments: Iterable[Segment]) -> int:
         """Write a new file ``full`` made of ``segments`` in order: literal bytes, or ``(source full path, start,
         length)`` ranges of other files of the store. Returns the bytes this process sent (literal bytes, and ranges
         the store could not copy itself). A failure leaves no object behind where the store can abandon an upload.
+        ``segments`` is iterated once, as the file is written: it may be an iterator still being filled.
         """
         ...
 

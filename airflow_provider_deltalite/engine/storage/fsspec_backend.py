@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-from collections.abc import Callable, Container, Sequence
+from collections.abc import Callable, Container, Iterable
 from typing import Any, TypeVar
 
 from airflow_provider_deltalite.engine.storage.base import (
@@ -126,7 +126,7 @@ class FsspecBackend:
     def create_data_file(self, full: str) -> Any:
         return self.request(lambda: self.fs.open(full, "wb"))
 
-    def compose(self, full: str, segments: Sequence[Segment]) -> int:
+    def compose(self, full: str, segments: Iterable[Segment]) -> int:
         # the fallback: every byte through this process, ranges read a chunk at a time
         sent = 0
         sink = self.create_data_file(full)

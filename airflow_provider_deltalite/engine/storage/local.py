@@ -13,7 +13,7 @@ import os
 import re
 import stat
 import uuid
-from collections.abc import Callable, Container, Sequence
+from collections.abc import Callable, Container, Iterable
 from typing import Any, TypeVar
 
 import pyarrow as pa
@@ -176,9 +176,12 @@ class LocalBackend(FsspecBackend):
         os.makedirs(os.path.dirname(local), exist_ok=True)
         return pa.OSFile(local, "wb")
 
-    def compose(self, full: str, segments: Sequence[Segment]) -> int:
+    def compose(self, full: str, segments: Iterable[Segment]) -> int:
         """The ranges copied by the kernel (``copy_file_range``: no byte through this process, and shared extents on
-        filesystems that have them), the literal bytes written; a failure removes the partial file."""
+        filesystems that have them), the literal bytes written; a failure removes the partial file.
+
+        One thread: writes to one file take its inode lock in turn, and two threads copying at their own offsets
+        measured no faster than one (ext4, 970 MiB)."""
         if self._given:
             return super().compose(full, segments)
         local = local_path(full)

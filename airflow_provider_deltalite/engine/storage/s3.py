@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import time
-from collections.abc import Container, Iterator, Sequence
+from collections.abc import Container, Iterable, Iterator
 from contextvars import ContextVar
 from datetime import datetime
 from typing import Any
@@ -156,7 +156,7 @@ class S3Backend(FsspecBackend):
         crash_point("during_commit_write")
         self.fs.pipe_file(full, data, mode="create")
 
-    def compose(self, full: str, segments: Sequence[Segment]) -> int:
+    def compose(self, full: str, segments: Iterable[Segment]) -> int:
         """A multipart upload whose parts are ``UploadPartCopy`` ranges of the sources where a range is at least
         `min_part_bytes`; literal bytes and shorter ranges are gathered into uploaded parts (a short range is read to
         fill a part, so copies stay at least 5 MiB). Any failure aborts the upload: no part is left to be billed."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import posixpath
-from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Container, Iterable, Iterator, Mapping
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -181,19 +181,22 @@ class Storage:
         it streams them."""
         return self.backend.composes_from_ranges
 
-    def compose(self, path: str, segments: Sequence[Segment]) -> int:
+    def compose(self, path: str, segments: Iterable[Segment]) -> int:
         """Write the new file ``path`` from ``segments``: literal bytes, or ``(path, start, length)`` ranges of other
         files of the table (paths as `read_range` takes them). Returns the bytes this process sent; on a store that
         `composes_from_ranges`, ranges are copied by the store and never pass through here (on S3, those of 5 MiB
         and more).
 
+        ``segments`` is iterated once, as the file is written: the local disk copies the first ranges while an
+        iterator is still producing the next.
+
         Raises:
             StorageError: a source is missing or a request failed; nothing is left at ``path`` where the store can
                 abandon an upload (S3 aborts the multipart upload; the local disk removes the partial file).
         """
-        resolved = [
+        resolved = (
             s if isinstance(s, bytes | bytearray | memoryview) else (self.full_path(s[0]), s[1], s[2]) for s in segments
-        ]
+        )
         with self._errors(path, missing=False):
             return self.backend.compose(self.full_path(path), resolved)
 
