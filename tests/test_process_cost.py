@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -234,3 +235,38 @@ def test_a_snapshot_of_another_table_is_refused_before_anything_is_written(tmp_p
         optimize(DeltaTable(str(a)), snapshot=DeltaTable(str(b)).snapshot())
     assert str(info.value) == f"table {a}: the snapshot passed is of another table ({b})"
     assert tree_state(a) == before
+
+
+ALLOCATOR = """
+import json, os, sys
+import pyarrow as pa
+from airflow_provider_deltalite.cli import console_main, main
+before = pa.default_memory_pool().backend_name
+in_main = pa.default_memory_pool().backend_name  # importing the CLI chose nothing
+code = console_main(sys.argv[1:])
+sys.stderr.write(json.dumps([before, in_main, pa.default_memory_pool().backend_name, code]) + "\\n")
+"""
+
+
+@pytest.mark.parametrize("chosen", [None, "system"])
+def test_the_deltalite_process_streams_on_jemalloc_unless_the_user_chose(tmp_path: Path, chosen: str | None) -> None:
+    # mimalloc, pyarrow's default, kept ~28-57 MB more resident for a streamed read (cli/startup.prefer_jemalloc)
+    table = tmp_path / "t"
+    write_table(table, 2)
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    if chosen:
+        env["ARROW_DEFAULT_MEMORY_POOL"] = chosen
+    out = subprocess.run(
+        [sys.executable, "-c", ALLOCATOR, "describe", "--json", str(table)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["numFiles"] == len(deltalake.DeltaTable(str(table)).file_uris()) == 4
+    before, in_main, after, code = json.loads(out.stderr.strip().splitlines()[-1])
+    assert (before, in_main, after, code) == (chosen or "mimalloc", chosen or "mimalloc", chosen or "jemalloc", 0)
+    # `main` inside a longer-lived program leaves the program's allocator alone
+    assert main(["describe", "--json", str(table)]) == 0
+    assert pa.default_memory_pool().backend_name == os.environ.get("ARROW_DEFAULT_MEMORY_POOL", "mimalloc")

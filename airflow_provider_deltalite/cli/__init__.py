@@ -42,7 +42,7 @@ from airflow_provider_deltalite.cli.maintenance import (
 )
 from airflow_provider_deltalite.cli.read import cmd_describe, cmd_files, cmd_history, cmd_scan
 from airflow_provider_deltalite.cli.render import change_line, describe_document, files_document, size_histogram
-from airflow_provider_deltalite.cli.startup import pandas_kept_out, settle_for_exit
+from airflow_provider_deltalite.cli.startup import pandas_kept_out, prefer_jemalloc, settle_for_exit
 from airflow_provider_deltalite.cli.tail import cmd_changes, cmd_watch
 from airflow_provider_deltalite.engine.errors import DeltaLiteError
 from airflow_provider_deltalite.version import __version__
@@ -197,7 +197,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def console_main(argv: Sequence[str] | None = None) -> int:
     """The `deltalite` command and ``python -m airflow_provider_deltalite``: `main` in a process that exits when it
     returns."""
+    # neither in `main`, which also runs inside longer-lived programs (tests, a notebook)
+    prefer_jemalloc()
     code = main(argv)
-    # not in `main`, which also runs inside longer-lived programs (tests, a notebook)
     settle_for_exit()
     return code
