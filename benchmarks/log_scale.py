@@ -70,16 +70,16 @@ SCHEMA_STRING = json.dumps(
 )
 BASE_TS = 1_700_000_000_000
 
-# process_cost's runner, reporting a few figures of the document: a health document of 10,000 partitions written
-# whole to stderr would fill the pipe the parent reads only after the child exits
+# process_cost's runner (the `deltalite` command's `console_main`), reporting a few figures of the document: a health
+# document of 10,000 partitions written whole to stderr would fill the pipe the parent reads only after the child exits
 RUNNER = """
 import contextlib, io, json, sys, time
 t0 = time.perf_counter()
-from airflow_provider_deltalite.cli import main
+from airflow_provider_deltalite.cli import console_main
 t1 = time.perf_counter()
 out = io.StringIO()
 with contextlib.redirect_stdout(out):
-    code = main(sys.argv[1:])
+    code = console_main(sys.argv[1:])
 t2 = time.perf_counter()
 doc = json.loads(out.getvalue())
 keep = ("files", "numFiles", "sizeInBytes", "totalConsideredFiles", "numBins", "version")
