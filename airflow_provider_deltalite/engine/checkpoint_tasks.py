@@ -294,30 +294,61 @@ def load_snapshot_with_tasks(
         InvalidExpression: the filter's predicate does not parse or names a column it may not.
         CorruptLog, ProtocolNotSupported, TableNotFound, VersionNotFound: as `load_snapshot`.
     """
-    threshold = getattr(runner, "checkpoint_task_bytes", None)
     segment = load_log_segment(storage, version)
+    try:
+        checkpoint = _checkpoint_for_tasks(storage, segment, runner)
+        if checkpoint is None:
+            return None
+        return _replay(
+            storage,
+            segment,
+            partition_filter,
+            runner,
+            file_fields,
+            checkpoint.slices,
+            checkpoint.non_file,
+            checkpoint.json_parts,
+        )
+    except CheckpointUnreadable:
+        return None  # the local replay falls back to an older checkpoint, or names the file it cannot read
+
+
+@dataclass
+class _TaskCheckpoint:
+    """A checkpoint as the tasks read it: its slices, its non-file actions and a V2 checkpoint's JSON part, and the
+    first round's results for a classic checkpoint's slices, in slice order (none for a V2 checkpoint's)."""
+
+    slices: list[CheckpointSlice]
+    non_file: list[NonFileAction]
+    json_parts: list[bytes]
+    found: list[tuple[Any, ...]]
+
+
+def _checkpoint_for_tasks(
+    storage: Storage,
+    segment: Any,
+    runner: CheckpointTaskRunner,
+    first: Callable[[tuple[Storage, CheckpointSlice]], tuple[Any, ...]] = read_slice_non_file,
+) -> _TaskCheckpoint | None:
+    """``segment``'s checkpoint cut into slices for ``runner``'s tasks (a classic one's non-file actions read by a
+    first round of tasks, with ``first``), or None when it is smaller than ``runner.checkpoint_task_bytes`` or there
+    is none. Raises `CheckpointUnreadable`."""
+    threshold = getattr(runner, "checkpoint_task_bytes", None)
     ref = segment.checkpoint
     if threshold is None or ref is None:
         return None
-    v2 = ref.kind is LogFileKind.UUID_CHECKPOINT or any(f.parsed.file_format == "json" for f in ref.files)
-    try:
-        if v2:
-            # the top-level file holds the non-file actions and the sidecar list: small, so read here
-            sources = open_checkpoint(storage, ref)
-            sidecars = [a.value for a in sources.non_file if a.name == A.SIDECAR]
-            size = checkpoint_parquet_bytes(ref) + sum(int(s.get("sizeInBytes") or 0) for s in sidecars)
-            if size < threshold:
-                return None
-            slices = [CheckpointSlice(ref.version, p, i) for i, p in enumerate(sources.parquet_paths)]
-            non_file, json_parts = sources.non_file, sources.json_parts
-        else:
-            if checkpoint_parquet_bytes(ref) < threshold:
-                return None
-            slices, non_file, _ = _classic_slices(storage, ref, runner)
-            json_parts = []
-        return _replay(storage, segment, partition_filter, runner, file_fields, slices, non_file, json_parts)
-    except CheckpointUnreadable:
-        return None  # the local replay falls back to an older checkpoint, or names the file it cannot read
+    if ref.kind is LogFileKind.UUID_CHECKPOINT or any(f.parsed.file_format == "json" for f in ref.files):
+        # the top-level file holds the non-file actions and the sidecar list: small, so read here
+        sources = open_checkpoint(storage, ref)
+        sidecars = [a.value for a in sources.non_file if a.name == A.SIDECAR]
+        if checkpoint_parquet_bytes(ref) + sum(int(s.get("sizeInBytes") or 0) for s in sidecars) < threshold:
+            return None
+        slices = [CheckpointSlice(ref.version, p, i) for i, p in enumerate(sources.parquet_paths)]
+        return _TaskCheckpoint(slices, sources.non_file, sources.json_parts, [])
+    if checkpoint_parquet_bytes(ref) < threshold:
+        return None
+    slices, non_file, found = _classic_slices(storage, ref, runner, first)
+    return _TaskCheckpoint(slices, non_file, [], found)
 
 
 A_ = TypeVar("A_")
@@ -364,26 +395,17 @@ def stream_with_tasks(
     Raises:
         CorruptLog, ProtocolNotSupported, TableNotFound, VersionNotFound: as `stream_snapshot`.
     """
-    threshold = getattr(runner, "checkpoint_task_bytes", None)
     segment = load_log_segment(storage, version)
-    ref = segment.checkpoint
-    if threshold is None or ref is None:
-        return None
-    v2 = ref.kind is LogFileKind.UUID_CHECKPOINT or any(f.parsed.file_format == "json" for f in ref.files)
     try:
-        if v2:
-            sources = open_checkpoint(storage, ref)
-            sidecars = [a.value for a in sources.non_file if a.name == A.SIDECAR]
-            if checkpoint_parquet_bytes(ref) + sum(int(s.get("sizeInBytes") or 0) for s in sidecars) < threshold:
-                return None
-            slices = [CheckpointSlice(ref.version, p, i) for i, p in enumerate(sources.parquet_paths)]
-            found: list[tuple[Any, ...]] = []
-            non_file, json_parts = sources.non_file, sources.json_parts
-        else:
-            if checkpoint_parquet_bytes(ref) < threshold:
-                return None
-            slices, non_file, found = _classic_slices(storage, ref, runner, read_slice_first)
-            json_parts = []
+        checkpoint = _checkpoint_for_tasks(storage, segment, runner, read_slice_first)
+        if checkpoint is None:
+            return None
+        slices, non_file, json_parts, found = (
+            checkpoint.slices,
+            checkpoint.non_file,
+            checkpoint.json_parts,
+            checkpoint.found,
+        )
         if len(slices) > len(found):  # sidecars: no non-file action to read, only their removes' paths
             found = found + runner.map_tasks(read_slice_first, [(storage, s) for s in slices[len(found) :]])
     except CheckpointUnreadable:
