@@ -68,8 +68,10 @@ _TO_MICROS = {"s": 1_000_000, "ms": 1_000, "us": 1}
 # Accumulating
 
 
-def _plain(array: pa.Array) -> pa.Array:
+def _plain(array: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
     if pa.types.is_dictionary(array.type):
+        if isinstance(array, pa.ChunkedArray):
+            return _plain(pa.chunked_array([c.dictionary_decode() for c in array.chunks], array.type.value_type))
         array = array.dictionary_decode()
     if pa.types.is_string_view(array.type) or pa.types.is_binary_view(array.type):
         array = array.cast(pa.large_string())
@@ -87,7 +89,7 @@ _TYPE_CHECKS = {
 }
 
 
-def _extremes(leaf: Leaf, array: pa.Array, prefix: int, table_uri: str | None) -> tuple[Any, Any]:
+def _extremes(leaf: Leaf, array: pa.Array | pa.ChunkedArray, prefix: int, table_uri: str | None) -> tuple[Any, Any]:
     """(min, max) of the non-null values of one batch, in the form the running values keep."""
     array = _plain(array)
     t = array.type
@@ -133,7 +135,9 @@ def _type_error(leaf: Leaf, t: pa.DataType, table_uri: str | None) -> SchemaErro
     return SchemaError(f"column '{leaf.path}': values of type {t} do not fit its {leaf.kind} statistics", table_uri)
 
 
-def _update_leaf(leaf: Leaf, array: pa.Array | None, rows: int, prefix: int, table_uri: str | None) -> None:
+def _update_leaf(
+    leaf: Leaf, array: pa.Array | pa.ChunkedArray | None, rows: int, prefix: int, table_uri: str | None
+) -> None:
     if array is None:
         leaf.null_count += rows  # a column the file does not hold reads as nulls, as Spark counts it
         return
@@ -149,7 +153,7 @@ def _update_leaf(leaf: Leaf, array: pa.Array | None, rows: int, prefix: int, tab
 
 def _update(
     nodes: list[Leaf | Struct],
-    parent: pa.RecordBatch | pa.StructArray | None,
+    parent: pa.RecordBatch | pa.Table | pa.StructArray | pa.ChunkedArray | None,
     rows: int,
     prefix: int,
     table_uri: str | None,
@@ -164,8 +168,10 @@ def _update(
             _update_leaf(node, array, rows, prefix, table_uri)
 
 
-def _child(parent: pa.RecordBatch | pa.StructArray, name: str) -> pa.Array | None:
-    if isinstance(parent, pa.RecordBatch):
+def _child(
+    parent: pa.RecordBatch | pa.Table | pa.StructArray | pa.ChunkedArray, name: str
+) -> pa.Array | pa.ChunkedArray | None:
+    if isinstance(parent, pa.RecordBatch | pa.Table):
         index = parent.schema.get_field_index(name)
         return None if index < 0 else parent.column(index)
     index = parent.type.get_field_index(name)
@@ -320,10 +326,7 @@ class StatsCollector:
         Raises:
             SchemaError: a selected column holds values of a type that does not fit its Delta type.
         """
-        if isinstance(batch, pa.Table):
-            for part in batch.to_batches():
-                self.update(part)
-            return
+        # a table's columns are taken whole (one kernel call per column, however many chunks it has)
         self._num_records += batch.num_rows
         if batch.num_rows:
             _update(self._nodes, batch, batch.num_rows, self._prefix, self._table_uri)
