@@ -305,6 +305,9 @@ def write_data_file(
         configuration=ctx.configuration,
         table_uri=storage.table_uri,
     )
+    # the writer keeps the min and max of every string column's row groups anyway: taken from its footer, not computed
+    # twice
+    from_footer = stats.bounds_from_parquet(physical_schema)
     # row ids run in long ascending stretches: delta encoding stores them in a few bits (4 MB less per million rows)
     out = _FileWriter(
         storage,
@@ -315,7 +318,7 @@ def write_data_file(
         verdicts=verdicts,
         # per row group, not per input batch: one kernel call per column for a group of many small inputs' rows (the
         # materialised columns are not in the table schema: no stats)
-        on_group=stats.update,
+        on_group=lambda group: stats.update(group, counted_only=from_footer),
     )
     try:
         for chunk in rows:
@@ -330,6 +333,8 @@ def write_data_file(
                     physical = with_materialized(physical, tracked, hidden)
                 out.write(physical)
         size = out.close()
+        if from_footer and out.metadata is not None:
+            _bounds_from_footer(stats, from_footer, out.metadata, lambda g, n: out.read_back(g, n))
     except BaseException:
         out.abort()
         raise
@@ -346,6 +351,30 @@ def write_data_file(
     if tags:
         add["tags"] = dict(tags)
     return add
+
+
+def _bounds_from_footer(
+    stats: StatsCollector,
+    names: Sequence[str],
+    metadata: pq.FileMetaData,
+    read_back: Callable[[int, str], pa.ChunkedArray],
+) -> None:
+    """Add the min and max of the string columns ``names`` to ``stats`` from the row-group statistics of the file's
+    footer; a row group whose chunk has values but no bounds (the writer keeps none of a value longer than its
+    statistics limit, 4 KiB) is read back from the file."""
+    if metadata.num_row_groups == 0:
+        return
+    first = metadata.row_group(0)
+    index = {first.column(j).path_in_schema: j for j in range(first.num_columns)}
+    for g in range(metadata.num_row_groups):
+        group = metadata.row_group(g)
+        for name in names:
+            chunk = group.column(index[name]) if name in index else None
+            st = chunk.statistics if chunk is not None else None
+            if st is not None and st.has_min_max and isinstance(st.min, str) and isinstance(st.max, str):
+                stats.add_bounds(name, (st.min, st.max))
+            elif chunk is None or st is None or not st.has_null_count or st.null_count < chunk.num_values:
+                stats.add_bounds(name, read_back(g, name))
 
 
 def rewrite_result(
@@ -477,6 +506,7 @@ class _FileWriter:
         self._writer: pq.ParquetWriter | None = None
         self._buffer: list[pa.Table] = []
         self._buffered = 0
+        self.metadata: pq.FileMetaData | None = None  # the footer, once closed
 
     def write(self, rows: pa.Table) -> None:
         self._buffer.append(rows)
@@ -491,12 +521,21 @@ class _FileWriter:
             return 0
         try:
             self._writer.close()
+            self.metadata = self._writer.writer.metadata
             size = int(self._sink.tell())
             self._sink.close()
         except (pa.ArrowException, OSError) as exc:
             raise self._error(exc) from None
         self._writer = self._sink = None
         return size
+
+    def read_back(self, row_group: int, column: str) -> pa.ChunkedArray:
+        """One column of one row group of the file written (closed)."""
+        try:
+            with self.storage.open_data_file(self.storage.full_path(self.relative)) as fh:
+                return pq.ParquetFile(fh).read_row_group(row_group, columns=[column]).column(0)
+        except (pa.ArrowException, OSError) as exc:
+            raise self._error(exc) from None
 
     def abort(self) -> None:
         for closer in (self._writer, self._sink):

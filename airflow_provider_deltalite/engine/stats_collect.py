@@ -24,7 +24,7 @@ is `engine/stats_parse.py`.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -157,9 +157,13 @@ def _update(
     rows: int,
     prefix: int,
     table_uri: str | None,
+    counted_only: Collection[str] = (),
 ) -> None:
     for node in nodes:
         array = None if parent is None else _child(parent, node.name)
+        if node.name in counted_only and isinstance(node, Leaf) and array is not None:
+            node.null_count += array.null_count  # its bounds come from elsewhere (`StatsCollector.add_bounds`)
+            continue
         if isinstance(node, Struct):
             if array is not None and not pa.types.is_struct(array.type):
                 raise SchemaError(f"column '{node.name}': expected a struct, got {array.type}", table_uri)
@@ -320,8 +324,11 @@ class StatsCollector:
                 stack.extend(reversed(node.children))
         return out
 
-    def update(self, batch: pa.RecordBatch | pa.Table) -> None:
+    def update(self, batch: pa.RecordBatch | pa.Table, *, counted_only: Collection[str] = ()) -> None:
         """Add the rows of one batch (or table) written to the file.
+
+        ``counted_only``: top-level columns (of `bounds_from_parquet`) whose nulls are counted here and whose min and
+        max the caller adds with `add_bounds`.
 
         Raises:
             SchemaError: a selected column holds values of a type that does not fit its Delta type.
@@ -329,7 +336,38 @@ class StatsCollector:
         # a table's columns are taken whole (one kernel call per column, however many chunks it has)
         self._num_records += batch.num_rows
         if batch.num_rows:
-            _update(self._nodes, batch, batch.num_rows, self._prefix, self._table_uri)
+            _update(self._nodes, batch, batch.num_rows, self._prefix, self._table_uri, counted_only)
+
+    def bounds_from_parquet(self, schema: pa.Schema) -> list[str]:
+        """The top-level string columns of a file of ``schema`` whose min and max can be taken from the statistics
+        the Parquet writer keeps of each row group (`add_bounds`) instead of being computed again here.
+
+        Strings only: it is the costly comparison (two thirds of the collector's time on a table of text and
+        numbers), and Parquet orders UTF-8 as Arrow does, byte by byte. Numbers are left here: Parquet writes a zero
+        float bound as -0.0 or +0.0 and leaves NaN out. A name with a dot is left here too: its column's Parquet path
+        could be a nested one's.
+        """
+        out = []
+        for node in self._nodes:
+            if isinstance(node, Leaf) and node.kind == "string" and "." not in node.name:
+                index = schema.get_field_index(node.name)
+                kind = schema.field(index).type if index >= 0 else None
+                if kind is not None and (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+                    out.append(node.name)
+        return out
+
+    def add_bounds(self, name: str, values: pa.Array | pa.ChunkedArray | tuple[str, str]) -> None:
+        """The min and max of a top-level string column (one of `bounds_from_parquet`) over more of the rows given
+        to `update` with ``counted_only``: its values, or the (min, max) of its non-null values."""
+        leaf = next(n for n in self._nodes if isinstance(n, Leaf) and n.name == name)
+        if isinstance(values, tuple):
+            low, high = truncate_min(values[0], self._prefix), values[1]
+        elif values.null_count == len(values):
+            return
+        else:
+            low, high = _extremes(leaf, values, self._prefix, self._table_uri)
+        leaf.min = low if leaf.min is None else min(leaf.min, low)
+        leaf.max = high if leaf.max is None else max(leaf.max, high)
 
     @property
     def nodes(self) -> list[Leaf | Struct]:
