@@ -45,8 +45,10 @@ the output from ``UploadPartCopy`` ranges. Target: bytes the client sent <= 5% o
 Targets: large files deltalite <= 0.4x delta-rs and <= 2.5x cp (whole process); small files <= 1.0x delta-rs (whole
 process) with output no larger; S3 bytes sent <= 5% of the bytes compacted; identical rows everywhere.
 
-Run:  .venv/bin/python benchmarks/optimize_stitch.py [--reps 3] [--files 112] [--skip-small] [--skip-spark]
-      [--skip-s3] [--no-write] [--read-cost]
+Run:  .venv/bin/python benchmarks/optimize_stitch.py [--reps 3] [--files 112] [--skip-large] [--skip-small]
+      [--skip-spark] [--skip-s3] [--no-write] [--merge] [--read-cost]
+      (the small-file table alone, its figures merged into the results of a whole run:
+      ``--reps 5 --skip-large --skip-spark --skip-s3 --merge``)
 Results: printed tables, and benchmarks/results/optimize_stitch.json.
 """
 
