@@ -45,8 +45,10 @@ the output from ``UploadPartCopy`` ranges. Target: bytes the client sent <= 5% o
 Targets: large files deltalite <= 0.4x delta-rs and <= 2.5x cp (whole process); small files <= 1.0x delta-rs (whole
 process) with output no larger; S3 bytes sent <= 5% of the bytes compacted; identical rows everywhere.
 
-Run:  .venv/bin/python benchmarks/optimize_stitch.py [--reps 3] [--files 112] [--skip-small] [--skip-spark]
-      [--skip-s3] [--no-write] [--read-cost]
+Run:  .venv/bin/python benchmarks/optimize_stitch.py [--reps 3] [--files 112] [--skip-large] [--skip-small]
+      [--skip-spark] [--skip-s3] [--no-write] [--merge] [--read-cost]
+      (the small-file table alone, its figures merged into the results of a whole run:
+      ``--reps 5 --skip-large --skip-spark --skip-s3 --merge``)
 Results: printed tables, and benchmarks/results/optimize_stitch.json.
 """
 
@@ -494,14 +496,52 @@ def bench_small(pc: Any, reps: int) -> dict[str, Any]:
     return {"table": {k: v for k, v in info.items() if k != "expected"}, "runs": runs}
 
 
+def merge_previous(
+    report: dict[str, Any],
+    targets: list[dict[str, Any]],
+    previous: dict[str, Any],
+    med: dict[str, Any],
+    small: dict[str, Any] | None,
+    reads: dict[str, Any],
+    s3: dict[str, Any] | None,
+) -> list[dict[str, Any]]:
+    """Fill the parts of ``report`` this run skipped from the ``previous`` results (each part keeps its own
+    machine figures: ``previous_machine`` says when those were measured); the targets of both, this run's first."""
+    taken: set[str] = set()
+    if not med:
+        taken |= {"runs", "medians", "table"}
+    if small is None:
+        taken.add("small_files")
+    if not reads:
+        taken.add("reads")
+    if s3 is None:
+        taken.add("s3")
+    for key in taken:
+        report[key] = previous.get(key)
+    if taken:
+        report["merged_from_previous"] = {"parts": sorted(taken), "machine": previous.get("machine")}
+    prefixes = {"runs": "large:", "small_files": "small:", "s3": "s3:"}
+    kept = [
+        t
+        for t in previous.get("targets", [])
+        if any(t["target"].startswith(prefixes[k]) for k in prefixes if k in taken)
+    ]
+    ours = [t for t in targets if not t["target"].startswith("identical")]
+    return ours + kept + [t for t in targets if t["target"].startswith("identical")]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--files", type=int, default=112)
+    parser.add_argument("--skip-large", action="store_true", help="no large-file table (nor its read side)")
     parser.add_argument("--skip-small", action="store_true", help="no small-file table")
     parser.add_argument("--skip-spark", action="store_true", help="no Spark read side")
     parser.add_argument("--skip-s3", action="store_true", help="no moto S3 run")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument(
+        "--merge", action="store_true", help="keep the results file's parts this run skips (large, small, reads, S3)"
+    )
     parser.add_argument("--read-cost", action="store_true", help="only measure the full-scan cost per row-group size")
     args = parser.parse_args()
     started = time.perf_counter()
@@ -517,11 +557,17 @@ def main() -> int:
     if args.read_cost:
         print_read_cost(h.run_child_or_exit(__file__, ["--read-cost-child", str(pristine)], CHILD_TIMEOUT_S))
         return 0
-    print(f"table: {info['files']} files, {info['rows']} rows, {input_bytes / h.MIB:.0f} MiB (one row group a file)")
-    runs, kept = bench_large(pc, pristine, info, args.reps)
-    med = {c: summarise(runs[c]) for c in CONFIGS}
-    print()
-    print_table(med, "cp")
+    runs: dict[str, list[dict[str, Any]]] = {}
+    kept: dict[str, Path] = {}
+    med: dict[str, dict[str, Any]] = {}
+    if not args.skip_large:
+        print(
+            f"table: {info['files']} files, {info['rows']} rows, {input_bytes / h.MIB:.0f} MiB (one row group a file)"
+        )
+        runs, kept = bench_large(pc, pristine, info, args.reps)
+        med = {c: summarise(runs[c]) for c in CONFIGS}
+        print()
+        print_table(med, "cp")
     small = None
     if not args.skip_small:
         print()
@@ -552,16 +598,20 @@ def main() -> int:
     if not args.skip_s3:
         print()
         s3 = bench_s3(pc, pristine, S3_FILES, args.reps)
-    process = {c: med[c]["process_s"] for c in CONFIGS}
-    targets = [
-        h.target(
-            "large: deltalite / delta-rs (whole process)",
-            h.ratio(process["deltalite"], process["delta-rs"]),
-            TARGET_VS_DELTARS,
-        ),
-        h.target("large: deltalite / cp (whole process)", h.ratio(process["deltalite"], process["cp"]), TARGET_VS_CP),
-    ]
-    checked = [r for c in CONFIGS if c != "cp" for r in runs[c]]
+    targets = []
+    if med:
+        process = {c: med[c]["process_s"] for c in CONFIGS}
+        targets += [
+            h.target(
+                "large: deltalite / delta-rs (whole process)",
+                h.ratio(process["deltalite"], process["delta-rs"]),
+                TARGET_VS_DELTARS,
+            ),
+            h.target(
+                "large: deltalite / cp (whole process)", h.ratio(process["deltalite"], process["cp"]), TARGET_VS_CP
+            ),
+        ]
+    checked = [r for c in CONFIGS if c != "cp" for r in runs.get(c, [])]
     if small is not None:
         sm = small["medians"]
         targets += [
@@ -582,9 +632,7 @@ def main() -> int:
         worst = max(shares) if shares and None not in shares else None
         targets.append(h.target("s3: bytes sent / bytes compacted (worst run)", worst, TARGET_S3_SENT))
     targets.append(h.check("identical rows (read back by delta-rs)", all(r.get("identical") for r in checked)))
-    print()
-    h.print_targets(targets, value_format="{:.3f}")
-    report = {
+    report: dict[str, Any] = {
         "machine": h.machine_info(("pyarrow", "deltalake", "numpy", "pyspark", "moto")),
         "code": h.code_under_test(
             [
@@ -603,6 +651,10 @@ def main() -> int:
         "targets": targets,
         "note": "shared 2-core machine with other work running: timings are noisy; compare ratios within one run",
     }
+    if args.merge and RESULTS.exists():
+        targets = merge_previous(report, targets, json.loads(RESULTS.read_text()), med, small, reads, s3)
+    print()
+    h.print_targets(targets, value_format="{:.3f}")
     shutil.rmtree(WORK, ignore_errors=True)
     return h.finish(report, targets, RESULTS, started, not args.no_write)
 

@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from airflow_provider_deltalite.engine import actions as A
-from airflow_provider_deltalite.engine.arrow_util import contiguous
+from airflow_provider_deltalite.engine.arrow_util import bool_array, contiguous, int64_array
 from airflow_provider_deltalite.engine.checkpoint_file import write_or_reuse
 from airflow_provider_deltalite.engine.conform import delta_schema_to_arrow
 from airflow_provider_deltalite.engine.crash_points import crash_point
@@ -144,9 +144,9 @@ def _partition_map(values: pa.Array, always: Sequence[str]) -> pa.MapArray:
     names = list(values.type.names) if pa.types.is_struct(values.type) else []
     row_valid = values.is_valid().to_numpy(zero_copy_only=False)
     if not names or n == 0:
-        offsets = pa.array(np.zeros(n + 1, dtype=np.int32))
         empty = pa.array([], pa.string())
-        return pa.MapArray.from_arrays(offsets, empty, empty, type=A.STRING_MAP, mask=pa.array(~row_valid))
+        offsets = _int32_array(np.zeros(n + 1, dtype=np.int32))
+        return pa.MapArray.from_arrays(offsets, empty, empty, type=A.STRING_MAP, mask=bool_array(~row_valid))
     children = [pc.struct_field(values, [j]).cast(pa.string()) for j in range(len(names))]
     include = np.empty((n, len(names)), dtype=bool)
     for j, (name, child) in enumerate(zip(names, children, strict=True)):
@@ -155,9 +155,16 @@ def _partition_map(values: pa.Array, always: Sequence[str]) -> pa.MapArray:
     rows, cols = np.nonzero(include)  # row-major: each row's entries in struct-field order
     offsets = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(include.sum(axis=1), out=offsets[1:])
-    keys = pa.array(names, pa.string()).take(pa.array(cols, pa.int64()))
-    items = pa.concat_arrays(children).take(pa.array(cols.astype(np.int64) * n + rows, pa.int64()))
-    return pa.MapArray.from_arrays(pa.array(offsets), keys, items, type=A.STRING_MAP, mask=pa.array(~row_valid))
+    # Arrays over the NumPy buffers: `pa.array` of a NumPy array imports numpy.ma, in the serial tail of a commit
+    keys = pa.array(names, pa.string()).take(int64_array(cols))
+    items = pa.concat_arrays(children).take(int64_array(cols.astype(np.int64) * n + rows))
+    mask = bool_array(~row_valid)
+    return pa.MapArray.from_arrays(_int32_array(offsets), keys, items, type=A.STRING_MAP, mask=mask)
+
+
+def _int32_array(values: np.ndarray) -> pa.Array:
+    data = np.ascontiguousarray(values, dtype=np.int32)
+    return pa.Array.from_buffers(pa.int32(), len(data), [None, pa.py_buffer(data)])
 
 
 def _prune_empty_structs(array: pa.Array) -> pa.Array | None:

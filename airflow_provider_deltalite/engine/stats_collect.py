@@ -24,7 +24,7 @@ is `engine/stats_parse.py`.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -68,8 +68,10 @@ _TO_MICROS = {"s": 1_000_000, "ms": 1_000, "us": 1}
 # Accumulating
 
 
-def _plain(array: pa.Array) -> pa.Array:
+def _plain(array: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
     if pa.types.is_dictionary(array.type):
+        if isinstance(array, pa.ChunkedArray):
+            return _plain(pa.chunked_array([c.dictionary_decode() for c in array.chunks], array.type.value_type))
         array = array.dictionary_decode()
     if pa.types.is_string_view(array.type) or pa.types.is_binary_view(array.type):
         array = array.cast(pa.large_string())
@@ -87,7 +89,7 @@ _TYPE_CHECKS = {
 }
 
 
-def _extremes(leaf: Leaf, array: pa.Array, prefix: int, table_uri: str | None) -> tuple[Any, Any]:
+def _extremes(leaf: Leaf, array: pa.Array | pa.ChunkedArray, prefix: int, table_uri: str | None) -> tuple[Any, Any]:
     """(min, max) of the non-null values of one batch, in the form the running values keep."""
     array = _plain(array)
     t = array.type
@@ -133,7 +135,9 @@ def _type_error(leaf: Leaf, t: pa.DataType, table_uri: str | None) -> SchemaErro
     return SchemaError(f"column '{leaf.path}': values of type {t} do not fit its {leaf.kind} statistics", table_uri)
 
 
-def _update_leaf(leaf: Leaf, array: pa.Array | None, rows: int, prefix: int, table_uri: str | None) -> None:
+def _update_leaf(
+    leaf: Leaf, array: pa.Array | pa.ChunkedArray | None, rows: int, prefix: int, table_uri: str | None
+) -> None:
     if array is None:
         leaf.null_count += rows  # a column the file does not hold reads as nulls, as Spark counts it
         return
@@ -149,13 +153,17 @@ def _update_leaf(leaf: Leaf, array: pa.Array | None, rows: int, prefix: int, tab
 
 def _update(
     nodes: list[Leaf | Struct],
-    parent: pa.RecordBatch | pa.StructArray | None,
+    parent: pa.RecordBatch | pa.Table | pa.StructArray | pa.ChunkedArray | None,
     rows: int,
     prefix: int,
     table_uri: str | None,
+    counted_only: Collection[str] = (),
 ) -> None:
     for node in nodes:
         array = None if parent is None else _child(parent, node.name)
+        if node.name in counted_only and isinstance(node, Leaf) and array is not None:
+            node.null_count += array.null_count  # its bounds come from elsewhere (`StatsCollector.add_bounds`)
+            continue
         if isinstance(node, Struct):
             if array is not None and not pa.types.is_struct(array.type):
                 raise SchemaError(f"column '{node.name}': expected a struct, got {array.type}", table_uri)
@@ -164,8 +172,10 @@ def _update(
             _update_leaf(node, array, rows, prefix, table_uri)
 
 
-def _child(parent: pa.RecordBatch | pa.StructArray, name: str) -> pa.Array | None:
-    if isinstance(parent, pa.RecordBatch):
+def _child(
+    parent: pa.RecordBatch | pa.Table | pa.StructArray | pa.ChunkedArray, name: str
+) -> pa.Array | pa.ChunkedArray | None:
+    if isinstance(parent, pa.RecordBatch | pa.Table):
         index = parent.schema.get_field_index(name)
         return None if index < 0 else parent.column(index)
     index = parent.type.get_field_index(name)
@@ -314,19 +324,50 @@ class StatsCollector:
                 stack.extend(reversed(node.children))
         return out
 
-    def update(self, batch: pa.RecordBatch | pa.Table) -> None:
+    def update(self, batch: pa.RecordBatch | pa.Table, *, counted_only: Collection[str] = ()) -> None:
         """Add the rows of one batch (or table) written to the file.
+
+        ``counted_only``: top-level columns (of `bounds_from_parquet`) whose nulls are counted here and whose min and
+        max the caller adds with `add_bounds`.
 
         Raises:
             SchemaError: a selected column holds values of a type that does not fit its Delta type.
         """
-        if isinstance(batch, pa.Table):
-            for part in batch.to_batches():
-                self.update(part)
-            return
+        # a table's columns are taken whole (one kernel call per column, however many chunks it has)
         self._num_records += batch.num_rows
         if batch.num_rows:
-            _update(self._nodes, batch, batch.num_rows, self._prefix, self._table_uri)
+            _update(self._nodes, batch, batch.num_rows, self._prefix, self._table_uri, counted_only)
+
+    def bounds_from_parquet(self, schema: pa.Schema) -> list[str]:
+        """The top-level string columns of a file of ``schema`` whose min and max can be taken from the statistics
+        the Parquet writer keeps of each row group (`add_bounds`) instead of being computed again here.
+
+        Strings only: it is the costly comparison (two thirds of the collector's time on a table of text and
+        numbers), and Parquet orders UTF-8 as Arrow does, byte by byte. Numbers are left here: Parquet writes a zero
+        float bound as -0.0 or +0.0 and leaves NaN out. A name with a dot is left here too: its column's Parquet path
+        could be a nested one's.
+        """
+        out = []
+        for node in self._nodes:
+            if isinstance(node, Leaf) and node.kind == "string" and "." not in node.name:
+                index = schema.get_field_index(node.name)
+                kind = schema.field(index).type if index >= 0 else None
+                if kind is not None and (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+                    out.append(node.name)
+        return out
+
+    def add_bounds(self, name: str, values: pa.Array | pa.ChunkedArray | tuple[str, str]) -> None:
+        """The min and max of a top-level string column (one of `bounds_from_parquet`) over more of the rows given
+        to `update` with ``counted_only``: its values, or the (min, max) of its non-null values."""
+        leaf = next(n for n in self._nodes if isinstance(n, Leaf) and n.name == name)
+        if isinstance(values, tuple):
+            low, high = truncate_min(values[0], self._prefix), values[1]
+        elif values.null_count == len(values):
+            return
+        else:
+            low, high = _extremes(leaf, values, self._prefix, self._table_uri)
+        leaf.min = low if leaf.min is None else min(leaf.min, low)
+        leaf.max = high if leaf.max is None else max(leaf.max, high)
 
     @property
     def nodes(self) -> list[Leaf | Struct]:

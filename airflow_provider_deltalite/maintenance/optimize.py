@@ -273,8 +273,18 @@ def optimize(
         results: list[RewriteResult] = []
         versions: list[int] = []
         for batch in plan.batches:
+            # a batch of fewer bins than the executor runs at once leaves cores for pyarrow's decoding threads
+            decode_threads = len(batch) < executor.parallelism
             tasks = [
-                RewriteTask(ctx, i, plan.bins[i].files, deletion_timestamp, writer, min_row_group_size=min_row_group)
+                RewriteTask(
+                    ctx,
+                    i,
+                    plan.bins[i].files,
+                    deletion_timestamp,
+                    writer,
+                    min_row_group_size=min_row_group,
+                    decode_threads=decode_threads,
+                )
                 for i in batch
             ]
             batch_results: list[RewriteResult] = []

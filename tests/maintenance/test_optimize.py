@@ -21,6 +21,7 @@ from airflow_provider_deltalite.engine import (
     InvalidArgument,
     InvalidExpression,
 )
+from airflow_provider_deltalite.engine.rewrite import WriterOptions
 from airflow_provider_deltalite.engine.scan import scan
 from airflow_provider_deltalite.maintenance.optimize import optimize, plan_optimize
 from tests.conformance.corpus import read_expected, row_multiset
@@ -120,6 +121,28 @@ def test_new_file_stats_equal_a_recomputation_from_the_file(tmp_path: Path) -> N
         lo_hi = pc.min_max(column).as_py()
         assert (stats["minValues"][name], stats["maxValues"][name]) == (lo_hi["min"], lo_hi["max"])
     assert stats["nullCount"]["name"] == 80  # j % 7 == 0 in each 50-row file: 8 per file
+
+
+def test_string_bounds_taken_from_the_footer_equal_those_of_the_rows(tmp_path: Path) -> None:
+    # string bounds come from the writer's row-group statistics (`_bounds_from_footer`): prefixes past 32 characters,
+    # multi-byte text, nulls, several row groups, and one group whose longest value (5,000 characters) is more than the
+    # writer keeps statistics of, so its bounds are read back from the file
+    path = tmp_path / "t"
+    long_max = "\U0001f600" * 40  # the largest value: its max bound is cut with a tie-breaker
+    texts = [
+        ["b" * 70, None, "é" * 40, "c"],
+        ["a" * 5_000, "ab", None],  # the smallest value, in the group without statistics
+        [long_max, "ab" + "c" * 40, "m"],
+    ]
+    for values in texts:
+        deltalake.write_deltalake(str(path), pa.table({"s": pa.array(values, pa.string())}), mode="append")
+    optimize(DeltaTable(str(path)), writer_options=WriterOptions(row_group_bytes=1))  # a row group per input file
+    (add,) = [a["add"] for a in _commit(path, 3) if "add" in a]
+    assert pq.ParquetFile(path / add["path"]).metadata.num_row_groups == 3
+    stats = json.loads(add["stats"])
+    assert stats["minValues"]["s"] == "a" * 32
+    assert stats["maxValues"]["s"] == "\U0001f600" * 16 + "\U0010ffff"
+    assert stats["nullCount"]["s"] == 2 and stats["numRecords"] == 10
 
 
 def test_only_columns_whose_dictionary_fits_a_page_are_dictionary_encoded(tmp_path: Path) -> None:
