@@ -119,4 +119,8 @@ def test_a_bad_policy_is_one_line_and_nothing_is_written(tmp_path: Path) -> None
         f"deltalite: error: table {path}: cannot read the policy file '{tmp_path / 'nope.json'}': No such file or "
         "directory"
     )
+    # a Spark option without the Spark executor (--spark-checkpoint-tasks was ignored before)
+    assert cli_failure("maintain", path, "--spark-checkpoint-tasks", "0") == (
+        "deltalite: error: --spark-checkpoint-tasks needs --executor spark"
+    )
     assert tree_state(path) == before

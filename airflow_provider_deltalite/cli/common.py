@@ -123,6 +123,16 @@ def checkpoint_read_by_tasks(args: argparse.Namespace, table: Any) -> bool:
     return size > 0 and size >= threshold
 
 
+def check_spark_options(args: argparse.Namespace) -> None:
+    """The Spark options (`add_spark_arguments`) given without ``--executor spark``: one line naming the first."""
+    if args.executor == "spark":
+        return
+    if args.spark_master:
+        raise ValueError("--spark-master needs --executor spark")
+    if getattr(args, "spark_checkpoint_tasks", None) is not None:
+        raise ValueError("--spark-checkpoint-tasks needs --executor spark")
+
+
 def make_executor(args: argparse.Namespace) -> Executor:
     """The executor ``--executor`` chose (the caller closes it)."""
     if args.executor == "spark":
@@ -134,10 +144,7 @@ def make_executor(args: argparse.Namespace) -> Executor:
         return SparkExecutor.start(
             master=args.spark_master or None, app_name=f"deltalite {args.command}", checkpoint_task_bytes=threshold
         )
-    if args.spark_master:
-        raise ValueError("--spark-master needs --executor spark")
-    if getattr(args, "spark_checkpoint_tasks", None) is not None:
-        raise ValueError("--spark-checkpoint-tasks needs --executor spark")
+    check_spark_options(args)
     from airflow_provider_deltalite.executors import LocalExecutor
 
     return LocalExecutor(args.max_concurrent_tasks)

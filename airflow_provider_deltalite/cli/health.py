@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_provider_deltalite.cli.common import (
     add_spark_arguments,
+    check_spark_options,
     checkpoint_read_by_tasks,
     make_executor,
     open_table,
@@ -60,10 +61,7 @@ def cmd_health(args: argparse.Namespace) -> None:
         if not args.html:
             raise ValueError("--history draws a panel of the page: it needs --html")
         history = table_history(table, args.history_uri)
-    if args.executor != "spark" and args.spark_master:
-        raise ValueError("--spark-master needs --executor spark")
-    if args.executor != "spark" and args.spark_checkpoint_tasks is not None:
-        raise ValueError("--spark-checkpoint-tasks needs --executor spark")
+    check_spark_options(args)
     # no snapshot: health reads the table as a stream, in memory that follows a batch of files, not the table; a
     # checkpoint Spark tasks would read starts the session first (below the threshold none is started)
     executor = make_executor(args) if checkpoint_read_by_tasks(args, table) else None

@@ -10,6 +10,7 @@ from airflow_provider_deltalite.cli.arguments import add_history_argument
 from airflow_provider_deltalite.cli.common import (
     add_executor_arguments,
     check_history,
+    check_spark_options,
     checkpoint_read_by_tasks,
     make_executor,
     open_table,
@@ -53,8 +54,7 @@ def cmd_maintain(args: argparse.Namespace) -> None:
     table = open_table(args)  # reads nothing yet; its URI names the table in errors
     # a bad policy file or key fails here, before the table is read or anything is written
     policy = MaintenancePolicy.from_file(args.policy, table.uri) if args.policy else MaintenancePolicy()
-    if args.executor != "spark" and args.spark_master:
-        raise ValueError("--spark-master needs --executor spark")
+    check_spark_options(args)
     check_history(table, args.history_uri)
     # a checkpoint Spark tasks read for the plan (`checkpoint_tasks`): the session starts first and serves the run
     tasks = make_executor(args) if checkpoint_read_by_tasks(args, table) else None

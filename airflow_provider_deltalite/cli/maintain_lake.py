@@ -14,7 +14,12 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_deltalite.cli.arguments import add_history_argument
-from airflow_provider_deltalite.cli.common import add_executor_arguments, make_executor, storage_options
+from airflow_provider_deltalite.cli.common import (
+    add_executor_arguments,
+    check_spark_options,
+    make_executor,
+    storage_options,
+)
 from airflow_provider_deltalite.cli.render import print_json
 from airflow_provider_deltalite.engine.errors import DeltaLiteError
 from airflow_provider_deltalite.maintenance.wording import count, human_size
@@ -68,8 +73,7 @@ def cmd_maintain_lake(args: argparse.Namespace) -> None:
     options = storage_options(args.storage_option)
     budget = LakeBudget(args.budget_bytes, args.budget_files, args.budget_seconds)
     policy = LakePolicy.from_file(args.policy) if args.policy else LakePolicy()
-    if args.executor != "spark" and args.spark_master:
-        raise ValueError("--spark-master needs --executor spark")
+    check_spark_options(args)
     plan, tables = plan_prefixes(
         args.prefixes,
         policy,

@@ -7,7 +7,13 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_deltalite.cli.arguments import optimize_options, vacuum_options, zorder_options
-from airflow_provider_deltalite.cli.common import check_history, checkpoint_read_by_tasks, make_executor, open_table
+from airflow_provider_deltalite.cli.common import (
+    check_history,
+    check_spark_options,
+    checkpoint_read_by_tasks,
+    make_executor,
+    open_table,
+)
 from airflow_provider_deltalite.cli.render import (
     human_size,
     print_json,
@@ -115,9 +121,8 @@ def cmd_vacuum(args: argparse.Namespace) -> None:
         snapshot = table.snapshot(file_fields=VACUUM_FILE_FIELDS)
     show_progress = not args.json and sys.stderr.isatty()
     # The local executor is vacuum's own (its default pool is sized for waiting on storage, not for the CPU).
+    check_spark_options(args)
     executor = make_executor(args) if args.executor == "spark" else None
-    if executor is None and args.spark_master:
-        raise ValueError("--spark-master needs --executor spark")
     try:
         stats = vacuum(
             table,
