@@ -42,7 +42,7 @@ from airflow_provider_deltalite.maintenance.health.metrics import (
 from airflow_provider_deltalite.maintenance.health.tombstones import dead_tombstones, tombstone_figures
 
 if TYPE_CHECKING:
-    from airflow_provider_deltalite.engine.checkpoint_tasks import TaskStream
+    from airflow_provider_deltalite.engine.checkpoint_task_stream import TaskStream
     from airflow_provider_deltalite.maintenance.health.task_sums import BatchObserver
 
 DEFAULT_MIN_FILE_SIZE = GIB  # OPTIMIZE's default minimum file size without delta.targetFileSize
@@ -112,7 +112,7 @@ def open_stream(table: Table, file_fields: frozenset[str], tasks: Any = None) ->
     `checkpoint_tasks.CheckpointTaskRunner`) when its checkpoint has at least their ``checkpoint_task_bytes``, else
     in this process."""
     if tasks is not None and getattr(tasks, "checkpoint_task_bytes", None) is not None:
-        from airflow_provider_deltalite.engine.checkpoint_tasks import stream_with_tasks
+        from airflow_provider_deltalite.engine.checkpoint_task_stream import stream_with_tasks
 
         found = stream_with_tasks(table.storage, None, tasks, file_fields)
         if found is not None:

@@ -1,5 +1,5 @@
 """Health summed by a runner's tasks (the Spark executor's), one checkpoint slice each, for a checkpoint too large to
-read in the planning process (`engine.checkpoint_tasks.stream_with_tasks`, from ``checkpoint_task_bytes``).
+read in the planning process (`engine.checkpoint_task_stream.stream_with_tasks`, from ``checkpoint_task_bytes``).
 
 Each task streams its slice without the rows the commits after the checkpoint supersede (their keys travel with the
 work) and sums it into a `HealthAccumulator` of its own, plus, for the planner's first pass, an observer of the same
@@ -17,7 +17,7 @@ from typing import Protocol, Self
 
 import pyarrow as pa
 
-from airflow_provider_deltalite.engine.checkpoint_tasks import SliceRead, TaskStream, stream_slice
+from airflow_provider_deltalite.engine.checkpoint_task_stream import SliceRead, TaskStream, stream_slice
 from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.maintenance.health.accumulate import HealthAccumulator, HealthPart
 from airflow_provider_deltalite.maintenance.health.clustering_columns import MeasuredColumn
