@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_provider_deltalite.engine.arrow_util import contiguous
-from airflow_provider_deltalite.engine.partition_values import parse_partition_values
+from airflow_provider_deltalite.engine.partition_values import distinct_rows, parse_partition_values
 from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.engine.stats_parse import record_counts
 from airflow_provider_deltalite.maintenance.health.clustering_columns import MeasuredColumn, bounds, stats_schema
@@ -51,25 +51,9 @@ class PartitionRegistry:
                 self.values.append(())
             return np.zeros(n, np.int64)
         pv = contiguous(partition_values)
-        # one integer per combination of values: mixed radix over the columns' distinct values in this batch,
-        # renumbering what exists so far before the product would pass 2**62 (eleven columns of 64 values do)
-        key = np.zeros(n, np.int64)
-        radix = 1
-        for name in physical:
-            encoded = pc.dictionary_encode(_field_or_nulls(pv, name), null_encoding="encode")
-            size = max(len(encoded.dictionary), 1)
-            if radix * size >= 2**62:
-                _, key = np.unique(key, return_inverse=True)
-                key = key.reshape(-1).astype(np.int64)
-                radix = int(key.max()) + 1
-            key = key * size + encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-            radix *= size
-        local, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-        rows = [tuple(_value_at(pv, physical, int(i))) for i in first]
-        mapping = np.empty(len(local), np.int64)
-        for j, values in enumerate(rows):
-            mapping[j] = self.register(values)
-        ids = mapping[inverse.reshape(-1)]
+        rows, inverse = distinct_rows(pv, physical)
+        mapping = np.fromiter((self.register(values) for values in rows), np.int64, len(rows))
+        ids = mapping[inverse]
         if pv.null_count:
             ids = np.where(pv.is_valid().to_numpy(zero_copy_only=False), ids, -1)
         return ids
@@ -99,17 +83,6 @@ class PartitionRegistry:
 
     def as_dict(self, group: int) -> dict[str, Any]:
         return dict(zip(self._snap.partition_columns, self.values[group], strict=True))
-
-
-def _field_or_nulls(struct: pa.Array, name: str) -> pa.Array:
-    if pa.types.is_struct(struct.type) and struct.type.get_field_index(name) >= 0:
-        return contiguous(struct.field(name)).cast(pa.string())
-    return pa.nulls(len(struct), pa.string())
-
-
-def _value_at(struct: pa.Array, names: Sequence[str], i: int) -> list[str | None]:
-    row = struct[i].as_py() or {}
-    return [row.get(name) for name in names]
 
 
 # what health reads of a tombstone (`tombstones`, `HealthAccumulator.add_dead`): the rest is not kept

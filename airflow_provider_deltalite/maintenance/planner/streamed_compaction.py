@@ -15,9 +15,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from airflow_provider_deltalite.engine.arrow_util import contiguous
+from airflow_provider_deltalite.engine.partition_values import distinct_rows
 from airflow_provider_deltalite.maintenance.bin_packing import pack_runs
 from airflow_provider_deltalite.maintenance.planner.candidates import Candidate, compaction_candidate
 from airflow_provider_deltalite.maintenance.planner.plan import Estimate
@@ -69,43 +68,12 @@ class PartitionSizes:
         return self._ids[0], self._sizes[0]
 
     def _numbers(self, pv: pa.Array) -> np.ndarray:
-        n = len(pv)
         names = list(pv.type.names) if pa.types.is_struct(pv.type) else []
-        # per column, each row's value as a small code ("" and null one code, as a key has them), then the row's
-        # code in all columns as one number (mixed radix) or, when that could overflow, a row of codes
-        digits: list[np.ndarray] = []
-        decoded: list[list[str | None]] = []
-        for name in names:
-            encoded = pc.dictionary_encode(contiguous(pv.field(name)).cast(pa.string()))
-            dictionary = encoded.dictionary.to_pylist()
-            canon: dict[str | None, int] = {}
-            remap = [canon.setdefault(None if v == "" else v, len(canon)) for v in dictionary]
-            remap.append(canon.setdefault(None, len(canon)))  # null values
-            indexes = encoded.indices.fill_null(len(dictionary)).to_numpy(zero_copy_only=False).astype(np.int64)
-            digits.append(np.asarray(remap, np.int64)[indexes])
-            decoded.append(list(canon))
-        radix = [len(d) for d in decoded]
-        if int(np.prod([float(r) for r in radix])) < 2**62:
-            code = np.zeros(n, np.int64)
-            for d, r in zip(digits, radix, strict=True):
-                code = code * r + d
-            unique, inverse = np.unique(code, return_inverse=True)
-            rows = []
-            for c in unique.tolist():
-                row = []
-                for r in reversed(radix):
-                    c, digit = divmod(c, r)
-                    row.append(digit)
-                rows.append(row[::-1])
-        else:
-            stacked = np.stack(digits, axis=1)
-            unique_rows, inverse = np.unique(stacked, axis=0, return_inverse=True)
-            rows = unique_rows.tolist()
-        lookup = np.empty(len(rows), np.int32)
-        for u, row in enumerate(rows):
-            values = {name: decoded[j][digit] for j, (name, digit) in enumerate(zip(names, row, strict=True))}
-            lookup[u] = self._number(values)
-        ids = lookup[np.asarray(inverse, np.int64).reshape(-1)]
+        rows, inverse = distinct_rows(pv, names)
+        # "" and null are one value in a key, as `candidates` has them
+        canonical = ({n: None if v == "" else v for n, v in zip(names, row, strict=True)} for row in rows)
+        lookup = np.fromiter((self._number(values) for values in canonical), np.int32, len(rows))
+        ids = lookup[inverse]
         valid = np.asarray(pv.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
         if not valid.all():
             ids[~valid] = self._number({})  # a file without partition values: `candidates` files it under {}
