@@ -75,11 +75,12 @@ BASE_TS = 1_700_000_000_000
 RUNNER = """
 import contextlib, io, json, sys, time
 t0 = time.perf_counter()
-from airflow_provider_deltalite.cli import console_main
+from airflow_provider_deltalite.cli import console_run
+from airflow_provider_deltalite.cli.startup import end_process
 t1 = time.perf_counter()
 out = io.StringIO()
 with contextlib.redirect_stdout(out):
-    code = console_main(sys.argv[1:])
+    code, engine_only = console_run(sys.argv[1:])
 t2 = time.perf_counter()
 doc = json.loads(out.getvalue())
 keep = ("files", "numFiles", "sizeInBytes", "totalConsideredFiles", "numBins", "version")
@@ -87,6 +88,8 @@ summary = {k: doc[k] for k in keep if k in doc}
 if "healthBefore" in doc:  # maintain: the health's file count and the plan's total
     summary.update(files=doc["healthBefore"]["files"], planned=doc["plan"]["total"])
 sys.stderr.write(json.dumps({"import_s": t1 - t0, "call_s": t2 - t1, "code": code, "doc": summary}) + "\\n")
+if engine_only:  # as `console_main` ends the process
+    end_process(code)
 """
 
 DELTARS_PLAN = """

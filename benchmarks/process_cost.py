@@ -62,18 +62,22 @@ LOG_PARTITIONS = 100
 
 CODE_UNDER_TEST = ("engine/**/*.py", "maintenance/*.py", "cli/*.py", "table.py")
 
-# The `deltalite` console script's function (`console_main`: `main`, then what a process that is about to exit does)
+# The `deltalite` console script's function (`console_main`: `console_run`, then the report, then the process ends as
+# the command ends it, `end_process`)
 DELTALITE_RUNNER = """
 import contextlib, io, json, sys, time
 t0 = time.perf_counter()
-from airflow_provider_deltalite.cli import console_main
+from airflow_provider_deltalite.cli import console_run
+from airflow_provider_deltalite.cli.startup import end_process
 t1 = time.perf_counter()
 out = io.StringIO()
 with contextlib.redirect_stdout(out):
-    code = console_main(sys.argv[1:])
+    code, engine_only = console_run(sys.argv[1:])
 t2 = time.perf_counter()
 sys.stderr.write(json.dumps({"import_s": t1 - t0, "call_s": t2 - t1, "code": code,
                              "pandas_imported": "pandas" in sys.modules, "doc": json.loads(out.getvalue())}) + "\\n")
+if engine_only:  # as `console_main` ends the process
+    end_process(code)
 """
 
 DELTARS_OPTIMIZE = """

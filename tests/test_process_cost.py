@@ -102,7 +102,8 @@ def test_describe_and_optimize_import_nothing_heavy(tmp_path: Path) -> None:
     stats, report = run_command("optimize", "--json", "--compression", "zstd", str(table))
     assert (report["code"], report["heavy"], report["pandas_after"]) == (0, [], "pandas")
     assert "airflow_provider_deltalite.maintenance.optimize" in report["maintenance"]
-    assert not [m for m in report["maintenance"] if ".vacuum" in m or ".changes" in m]
+    # nor health's modules, nor the other commands' (the CLI loads the one command it runs)
+    assert not [m for m in report["maintenance"] if ".vacuum" in m or ".changes" in m or ".health" in m]
     oracle = deltalake.DeltaTable(str(table))
     assert (stats["numFilesRemoved"], stats["numFilesAdded"]) == (6, 2)
     assert oracle.version() == 3 and len(oracle.file_uris()) == 2
@@ -240,10 +241,10 @@ def test_a_snapshot_of_another_table_is_refused_before_anything_is_written(tmp_p
 ALLOCATOR = """
 import json, os, sys
 import pyarrow as pa
-from airflow_provider_deltalite.cli import console_main, main
+from airflow_provider_deltalite.cli import console_run, main
 before = pa.default_memory_pool().backend_name
 in_main = pa.default_memory_pool().backend_name  # importing the CLI chose nothing
-code = console_main(sys.argv[1:])
+code, _ = console_run(sys.argv[1:])
 sys.stderr.write(json.dumps([before, in_main, pa.default_memory_pool().backend_name, code]) + "\\n")
 """
 
@@ -270,3 +271,47 @@ def test_the_deltalite_process_streams_on_jemalloc_unless_the_user_chose(tmp_pat
     # `main` inside a longer-lived program leaves the program's allocator alone
     assert main(["describe", "--json", str(table)]) == 0
     assert pa.default_memory_pool().backend_name == os.environ.get("ARROW_DEFAULT_MEMORY_POOL", "mimalloc")
+
+
+END_PROCESS = """
+import sys, threading, time
+from airflow_provider_deltalite.cli.startup import end_process
+done = sys.argv[1]
+if sys.argv[2] == "thread":  # a thread that is no daemon still runs: the process ends the usual way, after it
+    def work():
+        time.sleep(0.2)
+        open(done, "w").write("finished")
+    threading.Thread(target=work).start()
+print("flushed", end="")  # still in stdout's buffer (a pipe: block-buffered)
+end_process(3)
+sys.exit(4)
+"""
+
+
+@pytest.mark.parametrize("mode", ["alone", "thread"])
+def test_end_process_flushes_then_exits_unless_a_thread_still_runs(tmp_path: Path, mode: str) -> None:
+    done = tmp_path / "done"
+    out = subprocess.run([sys.executable, "-c", END_PROCESS, str(done), mode], capture_output=True, text=True)
+    assert out.stdout == "flushed"
+    assert (out.returncode, done.exists()) == ((3, False) if mode == "alone" else (4, True))
+
+
+def test_the_deltalite_command_prints_its_whole_document_and_exit_code(tmp_path: Path) -> None:
+    # `console_main` ends an engine-only command's process at once: what it printed must all be there
+    table = tmp_path / "t"
+    write_table(table, 2)
+    ok = subprocess.run(
+        [sys.executable, "-m", "airflow_provider_deltalite", "files", "--json", str(table)],
+        capture_output=True,
+        text=True,
+    )
+    assert ok.returncode == 0, ok.stderr
+    doc = json.loads(ok.stdout)
+    assert (doc["version"], len(doc["files"])) == (1, 4)
+    bad = subprocess.run(
+        [sys.executable, "-m", "airflow_provider_deltalite", "files", "--json", str(tmp_path / "missing")],
+        capture_output=True,
+        text=True,
+    )
+    assert (bad.returncode, bad.stdout) == (2, "")
+    assert bad.stderr == f"deltalite: error: table {tmp_path / 'missing'}: path does not exist\n"

@@ -9,15 +9,11 @@ job), `render` prints, `common` opens tables and executors.
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
-from airflow_provider_deltalite.cli.arguments import (
-    add_history_argument,
-    add_optimize_arguments,
-    add_vacuum_arguments,
-    add_zorder_arguments,
-)
 from airflow_provider_deltalite.cli.common import (
     EXIT_ERROR,
     Parser,
@@ -25,25 +21,7 @@ from airflow_provider_deltalite.cli.common import (
     non_negative,
     positive_seconds,
 )
-from airflow_provider_deltalite.cli.health import add_health_arguments, cmd_health
-from airflow_provider_deltalite.cli.maintain import add_maintain_arguments, cmd_maintain
-from airflow_provider_deltalite.cli.maintain_lake import (
-    add_lake_health_arguments,
-    add_maintain_lake_arguments,
-    cmd_lake_health,
-    cmd_maintain_lake,
-)
-from airflow_provider_deltalite.cli.maintenance import (
-    add_writer_arguments,
-    cmd_checkpoint,
-    cmd_optimize,
-    cmd_vacuum,
-    cmd_zorder,
-)
-from airflow_provider_deltalite.cli.read import cmd_describe, cmd_files, cmd_history, cmd_scan
-from airflow_provider_deltalite.cli.render import change_line, describe_document, files_document, size_histogram
-from airflow_provider_deltalite.cli.startup import pandas_kept_out, prefer_jemalloc, settle_for_exit
-from airflow_provider_deltalite.cli.tail import cmd_changes, cmd_watch
+from airflow_provider_deltalite.cli.startup import end_process, pandas_kept_out, prefer_jemalloc, settle_for_exit
 from airflow_provider_deltalite.engine.errors import DeltaLiteError
 from airflow_provider_deltalite.version import __version__
 
@@ -51,11 +29,27 @@ __all__ = [
     "build_parser",
     "change_line",
     "console_main",
+    "console_run",
     "describe_document",
     "files_document",
     "main",
     "size_histogram",
 ]
+
+# What the CLI re-exports from its modules, loaded on first use (`__getattr__`): `describe_document` and the others
+# need the engine, which `deltalite optimize` should not pay for twice nor `deltalite --help` at all.
+_EXPORTS = {
+    "change_line": "render",
+    "describe_document": "documents",
+    "files_document": "documents",
+    "size_histogram": "documents",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
@@ -68,24 +62,23 @@ def cmd_demo(args: argparse.Namespace) -> None:
         raise SystemExit(code)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The `deltalite` argument parser: one subcommand per command, each with its handler as ``func``."""
-    # A Parser like the subcommands it is a parent of (argparse copies its arguments; it never parses itself).
-    common = Parser(add_help=False)
-    common.add_argument("--json", action="store_true", help="print exactly one JSON document on stdout")
-    common.add_argument(
-        "--storage-option", action="append", metavar="KEY=VALUE", help="fsspec storage option (repeatable)"
-    )
-    parser = Parser(prog="deltalite", description="Delta Lake table maintenance and inspection.")
-    parser.add_argument("--version", action="version", version=f"deltalite {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+class _Handler:
+    """A subcommand's handler, ``module:function`` under `cli`, imported when the command runs: a process imports
+    the modules of the one command it runs (`deltalite optimize` none of `health`'s, nor the describe documents')."""
 
-    p = sub.add_parser("describe", parents=[common], help="version, files, schema, protocol, properties")
+    def __init__(self, module: str, function: str) -> None:
+        self.module, self.function = module, function
+
+    def __call__(self, args: argparse.Namespace) -> Any:
+        return getattr(importlib.import_module(f"{__name__}.{self.module}"), self.function)(args)
+
+
+def _describe_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("table")
     p.add_argument("--version", type=non_negative, dest="version")
-    p.set_defaults(func=cmd_describe)
 
-    p = sub.add_parser("files", parents=[common], help="the live files of a version")
+
+def _files_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("table")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--version", type=non_negative, dest="version")
@@ -94,111 +87,237 @@ def build_parser() -> argparse.ArgumentParser:
         "--where",
         help="only the files a scan with this filter reads (partitions pruned while the log is read, then statistics)",
     )
-    p.set_defaults(func=cmd_files)
 
-    p = sub.add_parser("history", parents=[common], help="commitInfo per version, newest first")
+
+def _history_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("table")
     p.add_argument("--limit", type=non_negative)
-    p.set_defaults(func=cmd_history)
 
-    p = sub.add_parser("scan", parents=[common], help="read rows, with pruning and skipping")
+
+def _scan_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("table")
     p.add_argument("--version", type=non_negative, dest="version")
     p.add_argument("--columns", help="comma-separated column names")
     p.add_argument("--filter", help="e.g. \"date = '2024-01-01' AND id > 10\"")
     p.add_argument("--output", help="write the rows to this Parquet file")
-    p.set_defaults(func=cmd_scan)
 
-    p = sub.add_parser("health", parents=[common], help="small files, deleted rows, clustering, tombstones, the log")
+
+def _health_arguments(p: argparse.ArgumentParser) -> None:
+    from airflow_provider_deltalite.cli.health import add_health_arguments
+
     add_health_arguments(p)
-    p.set_defaults(func=cmd_health)
 
-    p = sub.add_parser("checkpoint", parents=[common], help="write a checkpoint of the latest version")
+
+def _checkpoint_arguments(p: argparse.ArgumentParser) -> None:
+    from airflow_provider_deltalite.cli.arguments import add_history_argument
+
     p.add_argument("table")
     p.add_argument("--cleanup-log", action="store_true", help="then delete log files past delta.logRetentionDuration")
     add_history_argument(p)
-    p.set_defaults(func=cmd_checkpoint)
 
-    p = sub.add_parser("optimize", parents=[common], help="compact small files (bin packing, dataChange=false)")
+
+def _optimize_arguments(p: argparse.ArgumentParser) -> None:
+    from airflow_provider_deltalite.cli.arguments import add_optimize_arguments
+    from airflow_provider_deltalite.cli.maintenance import add_writer_arguments
+
     p.add_argument("table")
     add_optimize_arguments(p)
     add_writer_arguments(p)
     add_executor_arguments(p)
-    p.set_defaults(func=cmd_optimize)
 
-    p = sub.add_parser("zorder", parents=[common], help="cluster files along a Z-order or Hilbert curve")
+
+def _zorder_arguments(p: argparse.ArgumentParser) -> None:
+    from airflow_provider_deltalite.cli.arguments import add_zorder_arguments
+    from airflow_provider_deltalite.cli.maintenance import add_writer_arguments
+
     p.add_argument("table")
     add_zorder_arguments(p)
     add_writer_arguments(p)
     add_executor_arguments(p)
-    p.set_defaults(func=cmd_zorder)
 
-    p = sub.add_parser("vacuum", parents=[common], help="delete files the table no longer references")
+
+def _vacuum_arguments(p: argparse.ArgumentParser) -> None:
+    from airflow_provider_deltalite.cli.arguments import add_vacuum_arguments
+
     p.add_argument("table")
     add_vacuum_arguments(p)
     add_executor_arguments(p)
-    p.set_defaults(func=cmd_vacuum)
 
-    p = sub.add_parser(
-        "maintain", parents=[common], help="plan maintenance from the table's health, run it, show the gain"
-    )
+
+def _maintain_arguments(p: argparse.ArgumentParser) -> None:
+    from airflow_provider_deltalite.cli.maintain import add_maintain_arguments
+
     add_maintain_arguments(p)
-    p.set_defaults(func=cmd_maintain)
 
-    p = sub.add_parser(
-        "maintain-lake", parents=[common], help="plan every table under the prefixes within one budget, run the best"
-    )
+
+def _maintain_lake_arguments(p: argparse.ArgumentParser) -> None:
+    from airflow_provider_deltalite.cli.maintain_lake import add_maintain_lake_arguments
+
     add_maintain_lake_arguments(p)
-    p.set_defaults(func=cmd_maintain_lake)
 
-    p = sub.add_parser("lake-health", parents=[common], help="every table under the prefixes, worst first")
+
+def _lake_health_arguments(p: argparse.ArgumentParser) -> None:
+    from airflow_provider_deltalite.cli.maintain_lake import add_lake_health_arguments
+
     add_lake_health_arguments(p)
-    p.set_defaults(func=cmd_lake_health)
 
-    p = sub.add_parser("changes", parents=[common], help="commits after a version, classified (data ones by default)")
+
+def _changes_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("table")
     p.add_argument("--since", type=non_negative, required=True, help="the last version already seen")
     p.add_argument("--until", type=non_negative, help="the newest version to list")
     p.add_argument("--all", action="store_true", dest="all_kinds", help="every commit, not only data-changing ones")
-    p.set_defaults(func=cmd_changes)
 
-    p = sub.add_parser("watch", parents=[common], help="print data-changing versions as they land (Ctrl-C stops)")
+
+def _watch_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("table")
     p.add_argument("--since", type=non_negative, help="the last version already seen (default: the latest)")
     p.add_argument("--interval", type=positive_seconds, default=5.0, metavar="S", help="seconds between polls (5)")
     p.add_argument("--all", action="store_true", dest="all_kinds", help="every commit, not only data-changing ones")
-    p.set_defaults(func=cmd_watch)
 
-    p = sub.add_parser("demo", parents=[common], help=argparse.SUPPRESS)
+
+def _demo_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workdir", help="work directory (kept); default: a temporary one, removed at the end")
     p.add_argument("--keep", action="store_true", help="keep the temporary work directory")
-    p.set_defaults(func=cmd_demo)
+
+
+# name: (help, its arguments, its handler); help None: hidden from the command list
+_COMMANDS: dict[str, tuple[str | None, Callable[[argparse.ArgumentParser], None], Callable[..., Any]]] = {
+    "describe": ("version, files, schema, protocol, properties", _describe_arguments, _Handler("read", "cmd_describe")),
+    "files": ("the live files of a version", _files_arguments, _Handler("read", "cmd_files")),
+    "history": ("commitInfo per version, newest first", _history_arguments, _Handler("read", "cmd_history")),
+    "scan": ("read rows, with pruning and skipping", _scan_arguments, _Handler("read", "cmd_scan")),
+    "health": (
+        "small files, deleted rows, clustering, tombstones, the log",
+        _health_arguments,
+        _Handler("health", "cmd_health"),
+    ),
+    "checkpoint": (
+        "write a checkpoint of the latest version",
+        _checkpoint_arguments,
+        _Handler("maintenance", "cmd_checkpoint"),
+    ),
+    "optimize": (
+        "compact small files (bin packing, dataChange=false)",
+        _optimize_arguments,
+        _Handler("maintenance", "cmd_optimize"),
+    ),
+    "zorder": (
+        "cluster files along a Z-order or Hilbert curve",
+        _zorder_arguments,
+        _Handler("maintenance", "cmd_zorder"),
+    ),
+    "vacuum": (
+        "delete files the table no longer references",
+        _vacuum_arguments,
+        _Handler("maintenance", "cmd_vacuum"),
+    ),
+    "maintain": (
+        "plan maintenance from the table's health, run it, show the gain",
+        _maintain_arguments,
+        _Handler("maintain", "cmd_maintain"),
+    ),
+    "maintain-lake": (
+        "plan every table under the prefixes within one budget, run the best",
+        _maintain_lake_arguments,
+        _Handler("maintain_lake", "cmd_maintain_lake"),
+    ),
+    "lake-health": (
+        "every table under the prefixes, worst first",
+        _lake_health_arguments,
+        _Handler("maintain_lake", "cmd_lake_health"),
+    ),
+    "changes": (
+        "commits after a version, classified (data ones by default)",
+        _changes_arguments,
+        _Handler("tail", "cmd_changes"),
+    ),
+    "watch": (
+        "print data-changing versions as they land (Ctrl-C stops)",
+        _watch_arguments,
+        _Handler("tail", "cmd_watch"),
+    ),
+    "demo": (None, _demo_arguments, cmd_demo),
+}
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The `deltalite` argument parser: one subcommand per command, each with its handler as ``func``.
+
+    ``command``: only that subcommand, so a process builds, and imports, what the command it runs needs (argparse
+    looks up its translations for every parser it makes: the fifteen subcommands took longer to build than planning a
+    compaction); None: every subcommand.
+    """
+    # A Parser like the subcommands it is a parent of (argparse copies its arguments; it never parses itself).
+    common = Parser(add_help=False)
+    common.add_argument("--json", action="store_true", help="print exactly one JSON document on stdout")
+    common.add_argument(
+        "--storage-option", action="append", metavar="KEY=VALUE", help="fsspec storage option (repeatable)"
+    )
+    parser = Parser(prog="deltalite", description="Delta Lake table maintenance and inspection.")
+    parser.add_argument("--version", action="version", version=f"deltalite {__version__}")
+    # listed by name below ("command" in the usage and in argparse's own errors), the hidden ones left out
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser, metavar="command")
+    for name, (text, arguments, handler) in _COMMANDS.items():
+        if command is not None and name != command:
+            continue
+        # a hidden command is given no help at all: argparse lists a subcommand with any, even SUPPRESS
+        shown = {} if text is None else {"help": text}
+        p = sub.add_parser(name, parents=[common], **shown)
+        arguments(p)
+        p.set_defaults(func=handler)
     return parser
+
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` runs: its first word that is not an option (the top-level parser's options take no
+    value); None when that is no command (argparse then reports it, with every command listed)."""
+    word = next((a for a in argv if not a.startswith("-")), None)
+    return word if word in _COMMANDS else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (0 success, 2 bad input or a table error)."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    return _main(argv)[0]
+
+
+def _main(argv: Sequence[str] | None) -> tuple[int, bool]:
+    """`main`, and whether the command ran on the engine alone (pandas kept out: no Spark, no plotting library)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = _command_of(argv)
+    args = build_parser(command).parse_args(argv)
+    engine_only = False
     try:
-        with pandas_kept_out(args.command, getattr(args, "executor", None), getattr(args, "html", None) is not None):
+        with pandas_kept_out(
+            args.command, getattr(args, "executor", None), getattr(args, "html", None) is not None
+        ) as engine_only:
             args.func(args)
     except DeltaLiteError as exc:
         sys.stderr.write(f"deltalite: error: {exc}\n")
-        return EXIT_ERROR
+        return EXIT_ERROR, engine_only
     except BrokenPipeError:  # the reader went away (`| head`): not an error; before OSError, its base class
-        return 0
+        return 0, engine_only
     except (ValueError, OSError) as exc:
         sys.stderr.write(f"deltalite: error: {' '.join(str(exc).split())}\n")
-        return EXIT_ERROR
-    return 0
+        return EXIT_ERROR, engine_only
+    return 0, engine_only
+
+
+def console_run(argv: Sequence[str] | None = None) -> tuple[int, bool]:
+    """What the `deltalite` process runs before it ends (`console_main`): `main` on jemalloc, then the process settles
+    for exit. Returns the exit code and whether the process may end without the interpreter's teardown
+    (`startup.end_process`): the command ran on the engine alone."""
+    # neither in `main`, which also runs inside longer-lived programs (tests, a notebook)
+    prefer_jemalloc()
+    code, engine_only = _main(argv)
+    settle_for_exit()
+    return code, engine_only
 
 
 def console_main(argv: Sequence[str] | None = None) -> int:
-    """The `deltalite` command and ``python -m airflow_provider_deltalite``: `main` in a process that exits when it
-    returns."""
-    # neither in `main`, which also runs inside longer-lived programs (tests, a notebook)
-    prefer_jemalloc()
-    code = main(argv)
-    settle_for_exit()
+    """The `deltalite` command and ``python -m airflow_provider_deltalite``: `main` in a process that ends when it
+    returns (at once, `startup.end_process`, after a command that ran on the engine alone)."""
+    code, engine_only = console_run(argv)
+    if engine_only:
+        end_process(code)
     return code

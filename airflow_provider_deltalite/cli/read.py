@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 
 from airflow_provider_deltalite.cli.common import open_table
-from airflow_provider_deltalite.cli.render import DESCRIBE_FILE_FIELDS, describe_document, files_document, print_json
+from airflow_provider_deltalite.cli.documents import DESCRIBE_FILE_FIELDS, describe_document, files_document
+from airflow_provider_deltalite.cli.render import print_json
 from airflow_provider_deltalite.maintenance.wording import human_size
 
 

@@ -7,6 +7,7 @@ import contextlib
 import gc
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -62,6 +63,25 @@ def settle_for_exit() -> None:
     In a program that goes on, frozen garbage would never be collected.
     """
     gc.freeze()
+
+
+def end_process(code: int) -> None:
+    """End a `deltalite` process now, with exit status ``code``, skipping the interpreter's teardown; returns (and the
+    process exits the usual way) while a thread that is not a daemon still runs.
+
+    For a command that ran on the engine alone (`console_main`): everything it wrote is closed and committed, and the
+    teardown would only destroy numpy's, pyarrow's and the engine's objects and modules one by one, and the
+    allocator's arenas, for memory the kernel frees anyway: 25-35 ms of a compaction of small files that takes two
+    seconds. What is buffered is flushed first: standard output and error, and the logging handlers.
+    """
+    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+        return
+    if "logging" in sys.modules:
+        sys.modules["logging"].shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a closed pipe (`| head`) has nothing to flush to
+            stream.flush()
+    os._exit(code)
 
 
 def prefer_jemalloc() -> str:

@@ -8,8 +8,7 @@ import sys
 from typing import Any
 
 from airflow_provider_deltalite.cli.common import open_table
-from airflow_provider_deltalite.cli.render import change_line, print_json
-from airflow_provider_deltalite.engine.snapshot import json_default
+from airflow_provider_deltalite.cli.render import change_line, json_default, print_json
 
 
 def cmd_changes(args: argparse.Namespace) -> None:

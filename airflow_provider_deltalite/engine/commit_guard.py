@@ -12,6 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from airflow_provider_deltalite.engine.errors import CommitTooLate, TransactionError
 from airflow_provider_deltalite.engine.features import ensure_writable
 from airflow_provider_deltalite.engine.file_actions import dv_key, ensure_can_add_files
@@ -73,14 +76,39 @@ def validate_staged_actions(
     if set(add_keys) & set(remove_keys):
         raise TransactionError("a file is both added and removed in one commit", uri)
     if remove_keys:
-        live = snapshot.raw_files
-        dv_ids = [dv_key({"deletionVector": d}) for d in live.column("deletionVector").to_pylist()]
-        live_keys = {(resolve(p), d) for p, d in zip(live.column("path").to_pylist(), dv_ids, strict=True)}
-        missing = [k for k in remove_keys if k not in live_keys]
+        missing = _not_live(snapshot, removes, remove_keys, resolve)
         if missing:
             path, dv = missing[0]
             what = f"{path} with deletion vector {dv}" if dv else path
             raise TransactionError(f"cannot remove {what}: it is not a live file at version {snapshot.version}", uri)
+
+
+def _not_live(
+    snapshot: Snapshot,
+    removes: Sequence[dict[str, Any]],
+    remove_keys: Sequence[tuple[str, str]],
+    resolve: Callable[[str], str],
+) -> list[tuple[str, str]]:
+    """The keys of the ``removes`` that name no live file of ``snapshot``.
+
+    A remove made from the log carries its add's path as written: those are matched on the raw path, among only the
+    live rows that have one of the removed paths, so a commit of a few removes on a table of millions of files does
+    not resolve millions of paths. Only the removes that no raw path matches (a path written differently, say
+    absolute where the add is relative) are compared with every live path resolved.
+    """
+    live = snapshot.raw_files
+    paths = live.column("path")
+    raw_paths = list({r["path"] for r in removes})
+    rows = pc.indices_nonzero(pc.is_in(paths, value_set=pa.array(raw_paths, paths.type))).to_pylist()
+    picked_paths = paths.take(rows).to_pylist() if rows else []
+    picked_dvs = live.column("deletionVector").take(rows).to_pylist() if rows else []
+    raw_live = {(p, dv_key({"deletionVector": d})) for p, d in zip(picked_paths, picked_dvs, strict=True)}
+    unmatched = [k for r, k in zip(removes, remove_keys, strict=True) if (r["path"], k[1]) not in raw_live]
+    if not unmatched:
+        return []
+    dv_ids = [dv_key({"deletionVector": d}) for d in live.column("deletionVector").to_pylist()]
+    live_keys = {(resolve(p), d) for p, d in zip(paths.to_pylist(), dv_ids, strict=True)}
+    return [k for k in unmatched if k not in live_keys]
 
 
 def ensure_files_outlive_vacuum(

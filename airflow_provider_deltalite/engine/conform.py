@@ -109,6 +109,32 @@ def _arrow_type(
     )
 
 
+# `_arrow_schema_of`'s memory: (schema dict, its validated form, the Arrow schema) by the dict's identity
+_ARROW_SCHEMAS: dict[tuple[int, bool, str, frozenset[str]], tuple[dict, dict, pa.Schema]] = {}
+_ARROW_SCHEMAS_KEPT = 64
+
+
+def _arrow_schema_of(
+    schema: dict, *, physical: bool, mode: str, exclude: frozenset[str], table_uri: str | None
+) -> tuple[dict, pa.Schema]:
+    """``schema`` validated and as Arrow (`delta_schema_to_arrow`), computed once per schema object.
+
+    A compaction conforms every batch of every input to one schema, and validating and converting the schema took
+    longer than conforming a small file's rows. Keyed by the dict's identity, which holding it here keeps from being
+    reused: a table's schema dict is never changed once parsed (a new schema is a new dict).
+    """
+    key = (id(schema), physical, mode, exclude)
+    hit = _ARROW_SCHEMAS.get(key)
+    if hit is not None and hit[0] is schema:
+        return hit[1], hit[2]
+    validated = validated_schema(schema, table_uri)
+    target = delta_schema_to_arrow(validated, physical=physical, mode=mode, exclude=exclude)
+    if len(_ARROW_SCHEMAS) >= _ARROW_SCHEMAS_KEPT:
+        _ARROW_SCHEMAS.clear()
+    _ARROW_SCHEMAS[key] = (schema, validated, target)
+    return validated, target
+
+
 def to_logical(
     table: pa.Table,
     schema: dict,
@@ -140,9 +166,11 @@ def to_logical(
     Raises:
         SchemaError: a file column cannot be converted to the table's type.
     """
-    schema = validated_schema(schema, table_uri)
-    excluded = set(exclude)
-    target = delta_schema_to_arrow(schema, exclude=excluded)
+    excluded = frozenset(exclude)
+    schema, target = _arrow_schema_of(schema, physical=False, mode="none", exclude=excluded, table_uri=table_uri)
+    if mode == "none" and table.schema.names == target.names and table.schema.types == target.types:
+        # the file holds the table's columns as they are (what a compaction reads, file after file)
+        return pa.Table.from_arrays(table.columns, schema=target)
     fields = [f for f in schema["fields"] if f["name"] not in excluded]
     lookup = _FieldLookup(table.schema)
     columns = []
@@ -177,7 +205,7 @@ def to_physical(
     Returns:
         A table whose schema equals `delta_schema_to_arrow(schema, physical=True, mode=mode, exclude=exclude)`.
     """
-    target = delta_schema_to_arrow(validated_schema(schema, table_uri), physical=True, mode=mode, exclude=exclude)
+    _, target = _arrow_schema_of(schema, physical=True, mode=mode, exclude=frozenset(exclude), table_uri=table_uri)
     if table.num_columns != len(target):
         raise SchemaError(f"expected {len(target)} data columns, got {table.num_columns}", table_uri)
     if mode == "none":

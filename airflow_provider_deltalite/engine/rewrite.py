@@ -61,6 +61,8 @@ VERDICT_FILES = 8
 # A bin whose upload is interrupted by a transient fault is written again, up to this many times in all.
 UPLOAD_ATTEMPTS = 3
 _DICTIONARY_SAMPLE_ROWS = 65_536
+# a first look at a column's cardinality: enough to rule out one of nearly all-distinct values (ids, measurements)
+_QUICK_SAMPLE_ROWS = 8_192
 _VARIABLE_WIDTH = (pa.string(), pa.large_string(), pa.binary(), pa.large_binary())
 _CODECS = ("snappy", "zstd", "gzip", "brotli", "lz4", "none")
 
@@ -425,20 +427,30 @@ def dictionary_columns(rows: pa.Table, verdicts: Mapping[str, bool] | None = Non
             continue  # bit-packed already
         if verdicts is not None and verdicts.get(name) is False:
             continue  # an input's dictionary for this column overflowed its page
-        sample = column.slice(0, _DICTIONARY_SAMPLE_ROWS).drop_null()
+        sample = column.slice(0, _QUICK_SAMPLE_ROWS).drop_null()
         if len(sample) == 0:
             chosen.append(name)
             continue
+        width = _value_width(kind, sample)
+        distinct = len(pc.unique(sample))
+        if 20 * distinct >= 19 * len(sample) and 0.6 * len(column) * width > DICTIONARY_PAGE_BYTES:
+            # nearly every value distinct in the first rows, and a row group far past a page even at 60% distinct
+            # (what the whole sample shows of such a column): the whole sample would only say the same
+            continue
+        sample = column.slice(0, _DICTIONARY_SAMPLE_ROWS).drop_null()
         distinct = len(pc.unique(sample))
         if 2 * distinct > len(sample):
             distinct = distinct * len(column) // len(sample)
-        if kind in _VARIABLE_WIDTH:
-            width = 4 + pc.sum(pc.binary_length(sample)).as_py() / len(sample)  # a length prefix and the bytes
-        else:
-            width = max(kind.bit_width // 8, 1)
-        if distinct * width <= DICTIONARY_PAGE_BYTES:
+        if distinct * _value_width(kind, sample) <= DICTIONARY_PAGE_BYTES:
             chosen.append(name)
     return chosen
+
+
+def _value_width(kind: pa.DataType, sample: pa.Array | pa.ChunkedArray) -> float:
+    """Bytes a value of ``kind`` takes in a dictionary page (a variable-width one: as in ``sample``)."""
+    if kind in _VARIABLE_WIDTH:
+        return 4 + pc.sum(pc.binary_length(sample)).as_py() / len(sample)  # a length prefix and the bytes
+    return max(kind.bit_width // 8, 1)
 
 
 def parquet_writer(

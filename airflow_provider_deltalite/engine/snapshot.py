@@ -600,22 +600,12 @@ def _without_files(storage: Storage, state: TableState) -> Snapshot:
     return Snapshot(storage, replace(state, live=live, tombstones=tombstones, pruned_by=STREAMED))
 
 
-def json_default(value: Any) -> Any:
-    """JSON encoder fallback for values coming out of Arrow (dates, decimals, bytes)."""
-    if hasattr(value, "isoformat"):
-        return value.isoformat()
-    if isinstance(value, bytes):
-        return value.hex()
-    return str(value)
-
-
 __all__ = [
     "STREAMED",
     "PartitionFilter",
     "ReplayStream",
     "Snapshot",
     "TableState",
-    "json_default",
     "load_snapshot",
     "stream_snapshot",
 ]

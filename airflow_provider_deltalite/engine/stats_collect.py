@@ -102,6 +102,10 @@ def _extremes(leaf: Leaf, array: pa.Array | pa.ChunkedArray, prefix: int, table_
             raise _type_error(leaf, t, table_uri)
     elif not _TYPE_CHECKS[kind](t):
         raise _type_error(leaf, t, table_uri)
+    if kind in ("float", "double"):
+        found = _float_extremes(array)
+        if found is not None:
+            return found
     result = pc.min_max(array)
     low, high = result["min"], result["max"]
     if kind == "date":
@@ -116,6 +120,31 @@ def _extremes(leaf: Leaf, array: pa.Array | pa.ChunkedArray, prefix: int, table_
             return None, None
     elif kind == "string":
         low = truncate_min(low, prefix)  # the prefix of the smallest value is the smallest prefix
+    return low, high
+
+
+def _float_extremes(array: pa.Array | pa.ChunkedArray) -> tuple[float, float] | None:
+    """(min, max) of a float column without nulls or NaN, by NumPy's vectorised reductions; None where Arrow's
+    `min_max` must decide: nulls (NumPy would see their slots), NaN (`has_nan`), a zero bound (which of -0.0 and 0.0
+    Arrow returns).
+
+    Arrow's float `min_max` compares value by value and a NaN check is a second pass over the column: together a
+    fifth of a compaction's statistics time on a table of doubles. NumPy's min propagates NaN, so one reduction also
+    says whether there is any.
+    """
+    if array.null_count or not len(array):
+        return None
+    chunks = array.chunks if isinstance(array, pa.ChunkedArray) else [array]
+    lows, highs = [], []
+    for chunk in chunks:
+        if not len(chunk):
+            continue
+        values = chunk.to_numpy(zero_copy_only=True)
+        lows.append(values.min())
+        highs.append(values.max())
+    low, high = float(min(lows)), float(max(highs))
+    if low != low or high != high or low == 0.0 or high == 0.0:
+        return None
     return low, high
 
 

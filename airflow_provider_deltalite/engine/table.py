@@ -11,7 +11,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_provider_deltalite.engine.catalog import resolve_location
-from airflow_provider_deltalite.engine.checkpoint_tasks import load_snapshot_with_tasks
 from airflow_provider_deltalite.engine.errors import (
     DeltaLiteError,
     InvalidArgument,
@@ -126,6 +125,9 @@ class Table:
         try:
             found = None
             if tasks is not None and getattr(tasks, "checkpoint_task_bytes", None) is not None:
+                # the Spark executor's path: a local run never loads it
+                from airflow_provider_deltalite.engine.checkpoint_tasks import load_snapshot_with_tasks
+
                 found = load_snapshot_with_tasks(self.storage, version, PartitionFilter(where), tasks)
             snapshot = found or load_snapshot(self.storage, version, partition_filter=PartitionFilter(where))
         except InvalidExpression:

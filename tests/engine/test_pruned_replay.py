@@ -362,7 +362,7 @@ def test_a_corrupt_checkpoint_part_is_one_line_naming_it_exit_2_and_nothing_writ
 def test_describe_and_vacuum_fields_give_what_the_whole_snapshot_gives_on_every_corpus_table() -> None:
     """A snapshot of the sizes (describe) or of what VACUUM reads gives the same describe document and the same
     protected files as the whole snapshot, on every readable corpus table; and never its statistics."""
-    from airflow_provider_deltalite.cli.render import DESCRIBE_FILE_FIELDS, describe_document
+    from airflow_provider_deltalite.cli.documents import DESCRIBE_FILE_FIELDS, describe_document
     from airflow_provider_deltalite.engine.errors import InvalidArgument
     from airflow_provider_deltalite.maintenance.vacuum.paths import VACUUM_FILE_FIELDS, protected_files
 

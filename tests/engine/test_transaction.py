@@ -291,6 +291,28 @@ def test_removing_a_file_that_is_not_live_is_refused(deltalake: Any, tmp_path: P
     assert tree_state(table) == before
 
 
+def test_a_remove_naming_its_live_file_by_absolute_uri_is_accepted(deltalake: Any, tmp_path: Path) -> None:
+    # removes are matched on the path as written first; one written differently is still found by its resolved path
+    table = make_table(deltalake, tmp_path / "t")
+    txn = DeltaTable(str(table)).transaction()
+    live = live_file_actions(txn.snapshot)[0]
+    absolute = {**live, "path": (table / live["path"]).resolve().as_uri()}
+    txn.remove(remove_from_add(absolute, 1, True))
+    assert txn.commit("DELETE").version == 2
+    assert (table / "_delta_log" / f"{2:020d}.json").exists()
+
+
+def test_removing_a_path_the_table_never_had_is_refused(deltalake: Any, tmp_path: Path) -> None:
+    table = make_table(deltalake, tmp_path / "t")
+    txn = DeltaTable(str(table)).transaction()
+    live = live_file_actions(txn.snapshot)[0]
+    txn.remove(remove_from_add({**live, "path": "part-00000-never-written.parquet"}, 1, True))
+    before = tree_state(table)
+    with pytest.raises(TransactionError, match=r"cannot remove part-00000-never-written\.parquet: it is not a live"):
+        txn.commit("DELETE")
+    assert tree_state(table) == before
+
+
 def test_mixed_data_change_is_refused(deltalake: Any, tmp_path: Path) -> None:
     table = make_table(deltalake, tmp_path / "t")
     txn = DeltaTable(str(table)).transaction()

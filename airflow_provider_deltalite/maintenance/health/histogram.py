@@ -1,7 +1,7 @@
 """File-size histograms: how many files (and bytes) fall into each bucket of a set of edges.
 
 One counting function for every histogram deltalite prints: `table_health`'s log-scale buckets
-(`metrics.SIZE_BUCKET_EDGES`) and `deltalite describe`'s coarser ones (`cli/render.size_histogram`).
+(`metrics.SIZE_BUCKET_EDGES`) and `deltalite describe`'s coarser ones (`cli/documents.size_histogram`).
 """
 
 from __future__ import annotations
