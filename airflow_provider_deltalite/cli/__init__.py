@@ -262,7 +262,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         if command is not None and name != command:
             continue
         # a hidden command is given no help at all: argparse lists a subcommand with any, even SUPPRESS
-        shown = {} if text is None else {"help": text}
+        shown: dict[str, Any] = {} if text is None else {"help": text}
         p = sub.add_parser(name, parents=[common], **shown)
         arguments(p)
         p.set_defaults(func=handler)
