@@ -38,6 +38,8 @@ def uri_scheme(uri: str) -> str:
 
 def is_absolute_uri(path: str) -> bool:
     """Whether a path from the log is absolute: a URI with a scheme (not a drive letter) or a rooted path."""
+    if ":" not in path:  # no scheme (the usual relative path: checked for every action of a commit)
+        return path.startswith("/")
     scheme = urlsplit(path).scheme
     return (bool(scheme) and len(scheme) > 1) or path.startswith("/")
 
