@@ -307,7 +307,8 @@ def test_the_deltalite_command_prints_its_whole_document_and_exit_code(tmp_path:
     )
     assert ok.returncode == 0, ok.stderr
     doc = json.loads(ok.stdout)
-    assert (doc["version"], len(doc["files"])) == (1, 4)
+    oracle = deltalake.DeltaTable(str(table))
+    assert (doc["version"], len(doc["files"])) == (oracle.version(), len(oracle.file_uris())) == (1, 4)
     bad = subprocess.run(
         [sys.executable, "-m", "airflow_provider_deltalite", "files", "--json", str(tmp_path / "missing")],
         capture_output=True,

@@ -62,15 +62,16 @@ def cmd_demo(args: argparse.Namespace) -> None:
         raise SystemExit(code)
 
 
-class _Handler:
-    """A subcommand's handler, ``module:function`` under `cli`, imported when the command runs: a process imports
-    the modules of the one command it runs (`deltalite optimize` none of `health`'s, nor the describe documents')."""
+class _Lazy:
+    """``module:function`` under `cli`, imported when first called: a subcommand's handler or the adder of its
+    arguments, so a process imports the modules of the one command it runs (`deltalite optimize` none of `health`'s,
+    nor the describe documents')."""
 
     def __init__(self, module: str, function: str) -> None:
         self.module, self.function = module, function
 
-    def __call__(self, args: argparse.Namespace) -> Any:
-        return getattr(importlib.import_module(f"{__name__}.{self.module}"), self.function)(args)
+    def __call__(self, arg: Any) -> Any:
+        return getattr(importlib.import_module(f"{__name__}.{self.module}"), self.function)(arg)
 
 
 def _describe_arguments(p: argparse.ArgumentParser) -> None:
@@ -100,12 +101,6 @@ def _scan_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--columns", help="comma-separated column names")
     p.add_argument("--filter", help="e.g. \"date = '2024-01-01' AND id > 10\"")
     p.add_argument("--output", help="write the rows to this Parquet file")
-
-
-def _health_arguments(p: argparse.ArgumentParser) -> None:
-    from airflow_provider_deltalite.cli.health import add_health_arguments
-
-    add_health_arguments(p)
 
 
 def _checkpoint_arguments(p: argparse.ArgumentParser) -> None:
@@ -144,24 +139,6 @@ def _vacuum_arguments(p: argparse.ArgumentParser) -> None:
     add_executor_arguments(p)
 
 
-def _maintain_arguments(p: argparse.ArgumentParser) -> None:
-    from airflow_provider_deltalite.cli.maintain import add_maintain_arguments
-
-    add_maintain_arguments(p)
-
-
-def _maintain_lake_arguments(p: argparse.ArgumentParser) -> None:
-    from airflow_provider_deltalite.cli.maintain_lake import add_maintain_lake_arguments
-
-    add_maintain_lake_arguments(p)
-
-
-def _lake_health_arguments(p: argparse.ArgumentParser) -> None:
-    from airflow_provider_deltalite.cli.maintain_lake import add_lake_health_arguments
-
-    add_lake_health_arguments(p)
-
-
 def _changes_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("table")
     p.add_argument("--since", type=non_negative, required=True, help="the last version already seen")
@@ -183,59 +160,59 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
 
 # name: (help, its arguments, its handler); help None: hidden from the command list
 _COMMANDS: dict[str, tuple[str | None, Callable[[argparse.ArgumentParser], None], Callable[..., Any]]] = {
-    "describe": ("version, files, schema, protocol, properties", _describe_arguments, _Handler("read", "cmd_describe")),
-    "files": ("the live files of a version", _files_arguments, _Handler("read", "cmd_files")),
-    "history": ("commitInfo per version, newest first", _history_arguments, _Handler("read", "cmd_history")),
-    "scan": ("read rows, with pruning and skipping", _scan_arguments, _Handler("read", "cmd_scan")),
+    "describe": ("version, files, schema, protocol, properties", _describe_arguments, _Lazy("read", "cmd_describe")),
+    "files": ("the live files of a version", _files_arguments, _Lazy("read", "cmd_files")),
+    "history": ("commitInfo per version, newest first", _history_arguments, _Lazy("read", "cmd_history")),
+    "scan": ("read rows, with pruning and skipping", _scan_arguments, _Lazy("read", "cmd_scan")),
     "health": (
         "small files, deleted rows, clustering, tombstones, the log",
-        _health_arguments,
-        _Handler("health", "cmd_health"),
+        _Lazy("health", "add_health_arguments"),
+        _Lazy("health", "cmd_health"),
     ),
     "checkpoint": (
         "write a checkpoint of the latest version",
         _checkpoint_arguments,
-        _Handler("maintenance", "cmd_checkpoint"),
+        _Lazy("maintenance", "cmd_checkpoint"),
     ),
     "optimize": (
         "compact small files (bin packing, dataChange=false)",
         _optimize_arguments,
-        _Handler("maintenance", "cmd_optimize"),
+        _Lazy("maintenance", "cmd_optimize"),
     ),
     "zorder": (
         "cluster files along a Z-order or Hilbert curve",
         _zorder_arguments,
-        _Handler("maintenance", "cmd_zorder"),
+        _Lazy("maintenance", "cmd_zorder"),
     ),
     "vacuum": (
         "delete files the table no longer references",
         _vacuum_arguments,
-        _Handler("maintenance", "cmd_vacuum"),
+        _Lazy("maintenance", "cmd_vacuum"),
     ),
     "maintain": (
         "plan maintenance from the table's health, run it, show the gain",
-        _maintain_arguments,
-        _Handler("maintain", "cmd_maintain"),
+        _Lazy("maintain", "add_maintain_arguments"),
+        _Lazy("maintain", "cmd_maintain"),
     ),
     "maintain-lake": (
         "plan every table under the prefixes within one budget, run the best",
-        _maintain_lake_arguments,
-        _Handler("maintain_lake", "cmd_maintain_lake"),
+        _Lazy("maintain_lake", "add_maintain_lake_arguments"),
+        _Lazy("maintain_lake", "cmd_maintain_lake"),
     ),
     "lake-health": (
         "every table under the prefixes, worst first",
-        _lake_health_arguments,
-        _Handler("maintain_lake", "cmd_lake_health"),
+        _Lazy("maintain_lake", "add_lake_health_arguments"),
+        _Lazy("maintain_lake", "cmd_lake_health"),
     ),
     "changes": (
         "commits after a version, classified (data ones by default)",
         _changes_arguments,
-        _Handler("tail", "cmd_changes"),
+        _Lazy("tail", "cmd_changes"),
     ),
     "watch": (
         "print data-changing versions as they land (Ctrl-C stops)",
         _watch_arguments,
-        _Handler("tail", "cmd_watch"),
+        _Lazy("tail", "cmd_watch"),
     ),
     "demo": (None, _demo_arguments, cmd_demo),
 }

@@ -212,6 +212,21 @@ def test_floats_order_nan_above_every_number_and_print_non_finite_values_as_stri
     assert result["nullCount"] == {"d": 1, "f": 2, "all_nan": 2}
 
 
+def test_floats_without_nulls_keep_nan_and_zero_bounds() -> None:
+    # columns without nulls take NumPy's min and max (`_float_extremes`) unless a NaN or a zero bound needs Arrow's
+    schema = struct(col("plain", "double"), col("nan", "double"), col("zero", "double"), col("f", "float"))
+    rows = batch(
+        plain=pa.array([2.5, -7.25, 1e300]),
+        nan=pa.array([1.0, float("nan"), -3.0]),
+        zero=pa.array([-0.0, 4.0, 1.0]),
+        f=pa.array([float("-inf"), 1.5, 3.0], pa.float32()),
+    )
+    result = collect(schema, rows)
+    assert result["minValues"] == {"plain": -7.25, "nan": -3.0, "zero": -0.0, "f": "-Infinity"}
+    assert result["maxValues"] == {"plain": 1e300, "nan": "NaN", "zero": 4.0, "f": 3.0}
+    assert result["nullCount"] == {"plain": 0, "nan": 0, "zero": 0, "f": 0}
+
+
 @pytest.mark.parametrize(
     ("value", "text"),
     [(0.1, "0.1"), (1 / 3, "0.33333334"), (16777217.0, "16777216.0"), (1.17549435e-38, "1.1754944e-38")],
