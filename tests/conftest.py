@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -112,12 +111,6 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """A selected test needs the corpus and it is not there: stop the run with one line, not hundreds of failures."""
     if not CORPUS.is_dir() and any(item.get_closest_marker("corpus") for item in session.items):
         raise pytest.UsageError(CORPUS_MISSING)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="session")

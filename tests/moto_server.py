@@ -4,7 +4,8 @@ moto checks ``If-None-Match: *`` and then stores the object in two steps, on a t
 for the same commit name can both pass the check, and the second silently replaces the first. Real S3 (and MinIO)
 decide put-if-absent atomically, and deltalite's commit protocol relies on that, as every Delta writer on S3 does. So
 the server is started through this module, which serialises moto's object writes (PutObject and
-CompleteMultipartUpload) and is otherwise moto's own ``moto_server``.
+CompleteMultipartUpload) and DynamoDB's item writes (conditional puts decide a commit there, as DynamoDB does
+atomically), and is otherwise moto's own ``moto_server``.
 
 Run: ``python tests/moto_server.py -H 127.0.0.1 -p PORT`` (moto_server's arguments); from Python, `start_moto_server`.
 """
@@ -21,19 +22,15 @@ from pathlib import Path
 from typing import Any
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_moto_server(log_path: Path) -> tuple[subprocess.Popen, dict[str, Any]]:
     """Start the server on a free 127.0.0.1 port (output to ``log_path``); the process and s3fs options for it.
 
     Raises:
         RuntimeError: it did not accept connections within 30 s.
     """
-    port = _free_port()
+    from tests.ports import free_port  # here: this file also runs as the server's own script
+
+    port = free_port()
     log = log_path.open("w")
     proc = subprocess.Popen(
         [sys.executable, str(Path(__file__).resolve()), "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=log
@@ -79,7 +76,8 @@ def stop_moto_server(proc: subprocess.Popen) -> None:
         proc.kill()
 
 
-def _serialise_object_writes() -> None:
+def _serialise_writes() -> None:
+    from moto.dynamodb.responses import DynamoHandler
     from moto.s3.responses import S3Response
 
     lock = threading.Lock()
@@ -93,10 +91,14 @@ def _serialise_object_writes() -> None:
 
     S3Response.put_object = atomic(S3Response.put_object)
     S3Response._key_response_post = atomic(S3Response._key_response_post)  # CompleteMultipartUpload
+    # DynamoDB's conditional writes are atomic too; moto checks the condition and stores the item in two steps, so
+    # two writers putting the entry of the same commit (`attribute_not_exists(fileName)`) could both win
+    for name in ("put_item", "update_item", "delete_item", "batch_write_item", "transact_write_items"):
+        setattr(DynamoHandler, name, atomic(getattr(DynamoHandler, name)))
 
 
 if __name__ == "__main__":
     from moto.server import main
 
-    _serialise_object_writes()
+    _serialise_writes()
     main(sys.argv[1:])

@@ -20,18 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.jvm_archive import jvm_options
+from tests.ports import free_port
 
 # Test JVMs live seconds: C1-only JIT and the serial GC start them seconds sooner on 2 cores.
 FAST_JVM_OPTIONS = jvm_options()  # C1, the serial collector and the suite's class archive (tests/jvm_archive.py)
 # Spark settings giving a test's driver and executors the same start-up options.
 FAST_JVM_CONF = {"spark.driver.extraJavaOptions": FAST_JVM_OPTIONS, "spark.executor.extraJavaOptions": FAST_JVM_OPTIONS}
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def spark_home() -> Path:
