@@ -2,18 +2,19 @@
 
 OPTIMIZE hands each bin to an executor as a `RewriteTask`; the local executor runs `rewrite_files` on a thread, the
 Spark executor on a Python worker of the cluster. Tasks and results are plain picklable data, so both places produce
-the same actions. Memory stays bounded: rows stream from the inputs in batches, are buffered up to one row group,
-and are encoded while the next inputs are read; a bin is never held in memory whole.
+the same actions. Memory stays bounded: rows stream from the inputs in batches, decoded on a thread of their own
+(`engine.read_ahead`) while the task's thread encodes the row group before them; a bin is never held in memory whole.
 
 Memory of one rewrite task, whatever the size of the bin, the target file size or the table::
 
-    G_in + 3 * B + 3 * (row_group_bytes + B) + D
+    G_in + 3 * B + 3 * (row_group_bytes + B) + D + (row_group_bytes + B)
 
 ``G_in`` is the largest compressed input row group (the reader holds one row group's column chunks, `iter_file_rows`:
 about 30 MB for delta-rs' million-row groups, up to 128 MiB for Spark's), ``B`` one decoded batch
 (`STREAM_BATCH_ROWS` rows: 5 MB at 40 bytes a row), ``row_group_bytes`` the writer's buffer (`WriterOptions`: filled
 up to one batch past it, then encoded, which holds the row group's pages besides), ``D`` the dictionary encoders'
-hash tables (a few tens of MB at most: a dictionary is dropped once it outgrows its page). The target size only
+hash tables (a few tens of MB at most: a dictionary is dropped once it outgrows its page), and the last term the
+reading thread's lead (up to a row group of decoded batches, and the one it is decoding). The target size only
 lengthens the file's footer. The local executor runs ``max_concurrent_tasks`` tasks at once, on top of the process
 itself (interpreter, pyarrow, the snapshot: 100 to 200 MB); at the defaults (16 MiB row groups, 2 tasks) a
 compaction of 5.5 GiB peaked at 394 MB (benchmarks/memory_bound.py).
@@ -29,17 +30,20 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from airflow_provider_deltalite.engine.column_encodings import (
+    DICTIONARY_PAGE_BYTES,
+    delta_encodings,
+    dictionary_columns,
+    input_verdicts,
+)
 from airflow_provider_deltalite.engine.conform import delta_schema_to_arrow, to_physical
 from airflow_provider_deltalite.engine.data_file_paths import new_data_file_path, partition_directory
 from airflow_provider_deltalite.engine.data_files import iter_file_rows
 from airflow_provider_deltalite.engine.errors import DeltaLiteError, StorageError, UploadInterrupted
 from airflow_provider_deltalite.engine.file_actions import remove_from_add
-from airflow_provider_deltalite.engine.parquet.encodings import dictionary_verdicts
-from airflow_provider_deltalite.engine.parquet.footer import FooterError, decode_footer, footer_length
-from airflow_provider_deltalite.engine.parquet.stitch import TAIL_BYTES
+from airflow_provider_deltalite.engine.read_ahead import read_ahead
 from airflow_provider_deltalite.engine.row_tracking import (
     FileRowIds,
     MaterializedColumns,
@@ -54,16 +58,8 @@ from airflow_provider_deltalite.engine.storage import Storage
 
 T = TypeVar("T")
 
-# pyarrow's default dictionary page limit; a column whose dictionary outgrows it falls back to plain encoding
-DICTIONARY_PAGE_BYTES = 1024 * 1024
-# Inputs whose footers are read for their dictionary verdicts (`input_verdicts`).
-VERDICT_FILES = 8
 # A bin whose upload is interrupted by a transient fault is written again, up to this many times in all.
 UPLOAD_ATTEMPTS = 3
-_DICTIONARY_SAMPLE_ROWS = 65_536
-# a first look at a column's cardinality: enough to rule out one of nearly all-distinct values (ids, measurements)
-_QUICK_SAMPLE_ROWS = 8_192
-_VARIABLE_WIDTH = (pa.string(), pa.large_string(), pa.binary(), pa.large_binary())
 _CODECS = ("snappy", "zstd", "gzip", "brotli", "lz4", "none")
 
 
@@ -79,6 +75,9 @@ class WriterOptions:
         dictionary: dictionary-encode the columns whose dictionary fits a dictionary page (judged on a file's first
             row group); False: none. The writer would build the others' dictionaries row group after row group only to
             fall back to plain encoding each time, which doubles the cost of writing high-cardinality columns.
+        delta_encodings: write the columns without a dictionary in Parquet's delta encodings where they are smaller
+            and faster (integers whose neighbours differ by few bits, short strings: `engine.column_encodings`);
+            False: plain values, for readers that cannot decode them (Spark before 3.3).
     """
 
     compression: str = "snappy"
@@ -88,6 +87,7 @@ class WriterOptions:
     row_group_bytes: int = 16 * 1024 * 1024
     data_page_bytes: int = 1024 * 1024
     dictionary: bool = True
+    delta_encodings: bool = True
 
     def __post_init__(self) -> None:
         if self.compression.lower() not in _CODECS:
@@ -193,7 +193,13 @@ def rewrite_files(task: RewriteTask) -> RewriteResult:
         add = write_data_file(
             task.table,
             dict(task.files[0].get("partitionValues") or {}),
-            counter.count(iter_live_rows(task.table, task.files, use_threads=task.decode_threads)),
+            counter.count(
+                read_ahead(
+                    iter_live_rows(task.table, task.files, use_threads=task.decode_threads),
+                    task.writer.row_group_bytes,
+                    _table_bytes,
+                )
+            ),
             task.writer,
             tags=task.tags,
             verdicts=input_verdicts(task.table.storage, task.files) if task.writer.dictionary else None,
@@ -201,34 +207,6 @@ def rewrite_files(task: RewriteTask) -> RewriteResult:
         return rewrite_result(task.task_id, task.files, [add] if add else [], task.deletion_timestamp, counter.rows)
 
     return again_after_interrupted_uploads(rewrite_once)
-
-
-def input_verdicts(storage: Storage, files: Sequence[Mapping[str, Any]]) -> dict[str, bool]:
-    """The dictionary verdicts (`dictionary_verdicts`) of the footers of the largest `VERDICT_FILES` inputs: one
-    ranged read of each one's end (bounded, so a bin of thousands of small files on an object store does not pay a
-    request per file for it).
-
-    A footer that cannot be read says nothing; reading the rows reports the problem with the file.
-    """
-    footers = []
-    for add in sorted(files, key=lambda a: -int(a.get("size") or 0))[:VERDICT_FILES]:
-        try:
-            full = storage.resolve_data_path(add["path"])
-            name = storage.relative_to_root(full) or (full if storage.native_files else None)
-            size = int(add["size"])
-            if name is None or size < 12:
-                continue
-            tail = storage.read_range(name, size - min(size, TAIL_BYTES), min(size, TAIL_BYTES))
-            length = footer_length(tail)
-            raw = (
-                tail[-8 - length : -8]
-                if length + 8 <= len(tail)
-                else storage.read_range(name, size - 8 - length, length)
-            )
-            footers.append(decode_footer(raw))
-        except (DeltaLiteError, FooterError, FileNotFoundError, OSError, ValueError):
-            continue
-    return dictionary_verdicts(footers)
 
 
 def again_after_interrupted_uploads(write: Callable[[], T]) -> T:
@@ -404,55 +382,6 @@ def rewrite_result(
     )
 
 
-def dictionary_columns(rows: pa.Table, verdicts: Mapping[str, bool] | None = None) -> list[str] | bool:
-    """The columns worth dictionary-encoding: those whose distinct values in a row group like ``rows`` should fit one
-    dictionary page, and whose dictionary did not overflow in the inputs' own chunks.
-
-    The distinct values are counted in the first ``_DICTIONARY_SAMPLE_ROWS`` rows; where most of those are distinct,
-    the count is scaled up to the row group. ``verdicts`` (`engine.parquet.encodings.dictionary_verdicts` of the
-    inputs' footers) rules out a column whose dictionary an input's writer had to give up on: judged over whole
-    chunks, that outweighs a sample of the first rows (sorted data starts with few distinct values). True (all, with
-    the writer's own fallback) when a column is nested, as the writer names nested leaves by path.
-
-    Example:
-        >>> dictionary_columns(pa.table({"day": ["mon", "tue"] * 100_000, "id": list(range(200_000))}))
-        ['day']
-    """
-    chosen = []
-    for name, column in zip(rows.column_names, rows.columns, strict=True):
-        kind = column.type
-        if pa.types.is_nested(kind) or pa.types.is_dictionary(kind):
-            return True
-        if pa.types.is_boolean(kind):
-            continue  # bit-packed already
-        if verdicts is not None and verdicts.get(name) is False:
-            continue  # an input's dictionary for this column overflowed its page
-        sample = column.slice(0, _QUICK_SAMPLE_ROWS).drop_null()
-        if len(sample) == 0:
-            chosen.append(name)
-            continue
-        width = _value_width(kind, sample)
-        distinct = len(pc.unique(sample))
-        if 20 * distinct >= 19 * len(sample) and 0.6 * len(column) * width > DICTIONARY_PAGE_BYTES:
-            # nearly every value distinct in the first rows, and a row group far past a page even at 60% distinct
-            # (what the whole sample shows of such a column): the whole sample would only say the same
-            continue
-        sample = column.slice(0, _DICTIONARY_SAMPLE_ROWS).drop_null()
-        distinct = len(pc.unique(sample))
-        if 2 * distinct > len(sample):
-            distinct = distinct * len(column) // len(sample)
-        if distinct * _value_width(kind, sample) <= DICTIONARY_PAGE_BYTES:
-            chosen.append(name)
-    return chosen
-
-
-def _value_width(kind: pa.DataType, sample: pa.Array | pa.ChunkedArray) -> float:
-    """Bytes a value of ``kind`` takes in a dictionary page (a variable-width one: as in ``sample``)."""
-    if kind in _VARIABLE_WIDTH:
-        return 4 + pc.sum(pc.binary_length(sample)).as_py() / len(sample)  # a length prefix and the bytes
-    return max(kind.bit_width // 8, 1)
-
-
 def parquet_writer(
     sink: Any,
     schema: pa.Schema,
@@ -467,9 +396,12 @@ def parquet_writer(
     if options.dictionary and first is not None:
         dictionary = dictionary_columns(first, verdicts)
     encoding = None
-    if delta_encoded and dictionary is not True:  # pyarrow takes an encoding only where no dictionary is
-        dictionary = [c for c in dictionary or [] if c not in delta_encoded] or False
+    if dictionary is not True:  # pyarrow takes an encoding only where no dictionary is, and top-level names only
         encoding = dict.fromkeys(delta_encoded, "DELTA_BINARY_PACKED")
+        if options.delta_encodings and first is not None:
+            encoding = delta_encodings(first, exclude={*(dictionary or ()), *delta_encoded}) | encoding
+        dictionary = [c for c in dictionary or [] if c not in encoding] or False
+        encoding = encoding or None
     return pq.ParquetWriter(
         sink,
         schema,
@@ -481,6 +413,10 @@ def parquet_writer(
         dictionary_pagesize_limit=DICTIONARY_PAGE_BYTES,
         write_statistics=True,
     )
+
+
+def _table_bytes(rows: pa.Table) -> int:
+    return rows.nbytes
 
 
 class _RowCounter:

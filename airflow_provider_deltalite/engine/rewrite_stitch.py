@@ -34,6 +34,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from airflow_provider_deltalite.engine.column_encodings import input_verdicts
 from airflow_provider_deltalite.engine.conform import delta_schema_to_arrow, to_physical
 from airflow_provider_deltalite.engine.data_file_paths import new_data_file_path, partition_directory
 from airflow_provider_deltalite.engine.data_files import iter_file_rows
@@ -52,7 +53,6 @@ from airflow_provider_deltalite.engine.rewrite import (
     TableContext,
     WriterOptions,
     again_after_interrupted_uploads,
-    input_verdicts,
     iter_live_rows,
     parquet_writer,
     rewrite_files,

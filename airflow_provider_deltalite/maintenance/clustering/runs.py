@@ -20,8 +20,9 @@ Memory of one task, whatever the size of the partition or the target file size: 
 * sampling: at most ``2 * sample_rows`` rows of the clustering columns, and one input row group and batch being read;
 * routing: one input row group and batch being read, the batch's keys and its rows taken per run, and one open spill
   writer per run (a few KB each; the runs themselves are on local disk: as much disk as the partition's rows);
-* writing: one sorted run, ``run_bytes`` (estimated from the files' sizes, `_DECODED_PER_FILE_BYTE`, so off by as
-  much as the files' compression ratio differs from it) plus 32 bytes a row (key, noise, origin and the sort order),
+* writing: one sorted run, ``run_bytes`` (estimated from the files' sizes, `_DECODED_PER_FILE_BYTE`, and at least
+  the rows' fixed-width bytes: `_decoded_bytes`; off by as much as strings compress better than that) plus 32 bytes a
+  row (key, noise, origin and the sort order),
   a slice of it being written, and the writer's row groups as for a compaction (`engine.rewrite`):
   ``2 * run_bytes + 3 * (row_group_bytes + batch)`` about.
 
@@ -46,6 +47,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from airflow_provider_deltalite.engine.conform import delta_schema_to_arrow
 from airflow_provider_deltalite.engine.expressions import column_path
 from airflow_provider_deltalite.engine.rewrite import (
     RewriteResult,
@@ -288,6 +290,32 @@ def _noise(task: ClusterTask, rng: np.random.Generator, rows: int) -> np.ndarray
     return rng.integers(0, 256, size=rows, dtype=np.uint8).astype(np.uint64)
 
 
+def _decoded_bytes(task: ClusterTask) -> int:
+    """The partition's rows in Arrow memory, estimated: `_DECODED_PER_FILE_BYTE` times the files' sizes, and at least
+    what the rows' fixed-width values take (from the files' ``numRecords``). Encoded files can be far smaller than
+    their rows: sequential ids or timestamps in DELTA_BINARY_PACKED take a bit or two a value, so 1.8 million rows of
+    two int64 columns (28.8 MB in Arrow) came in a file of under 1 MB, and by its size alone one sorted run held all
+    of them."""
+    by_size = sum(int(f["size"]) for f in task.files) * _DECODED_PER_FILE_BYTE
+    counts = [num_records(f) for f in task.files]
+    if any(n is None for n in counts):
+        return by_size
+    schema = delta_schema_to_arrow(task.table.schema, exclude=task.table.partition_columns)
+    return max(by_size, sum(n or 0 for n in counts) * _fixed_row_bytes(schema))
+
+
+def _fixed_row_bytes(schema: pa.Schema) -> int:
+    """Bytes a row takes in Arrow whatever its values: fixed-width values and the offsets of variable-width ones."""
+    total = 0.0
+    for f in schema:
+        kind = f.type
+        try:
+            total += max(kind.bit_width, 1) / 8
+        except ValueError:  # no fixed width: strings, binaries, lists (an offset), structs (their fields)
+            total += 4 if not pa.types.is_struct(kind) else _fixed_row_bytes(pa.schema(list(kind)))
+    return math.ceil(total)
+
+
 def _run_splits(
     task: ClusterTask, sample: pa.Table, boundaries: Sequence[np.ndarray]
 ) -> tuple[np.ndarray, np.ndarray, list[int]]:
@@ -304,8 +332,7 @@ def _run_splits(
     keys, noise = keys[order], noise[order]
     file_keys, file_noise = aligned_splits(keys, noise, task.num_files)
     segment_of = compare_keys(keys, noise, file_keys, file_noise)  # sorted input: non-decreasing
-    decoded = sum(int(f["size"]) for f in task.files) * _DECODED_PER_FILE_BYTE
-    per_sample_row = decoded / len(keys)
+    per_sample_row = _decoded_bytes(task) / len(keys)
     cuts: list[tuple[tuple[int, ...], int, bool]] = [
         (tuple(int(w) for w in k), int(n), True) for k, n in zip(file_keys, file_noise, strict=True)
     ]
