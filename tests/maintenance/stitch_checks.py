@@ -3,8 +3,10 @@ locations followed to real page headers, Delta statistics recomputed from the ro
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
+from collections.abc import Iterator, Mapping
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,22 @@ from airflow_provider_deltalite.engine.parquet.footer import OffsetIndex, read_f
 from airflow_provider_deltalite.engine.parquet.thrift_compact import read_struct
 
 DATA_PAGE, DATA_PAGE_V2 = 0, 3
+
+
+@contextlib.contextmanager
+def spark_conf(spark: Any, conf: Mapping[str, str]) -> Iterator[None]:
+    """``conf`` set on the session for the block, the session's own values (or their absence) restored after it."""
+    saved = {k: spark.conf.get(k, None) for k in conf}
+    for key, value in conf.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
 
 
 def commit_actions(path: Path, version: int, kind: str) -> list[dict[str, Any]]:

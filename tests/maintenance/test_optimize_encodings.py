@@ -18,7 +18,7 @@ from airflow_provider_deltalite import DeltaTable
 from airflow_provider_deltalite.engine.rewrite import WriterOptions
 from airflow_provider_deltalite.executors.spark import SparkExecutor
 from airflow_provider_deltalite.maintenance.optimize import optimize
-from tests.maintenance.stitch_checks import commit_actions, file_of
+from tests.maintenance.stitch_checks import commit_actions, file_of, spark_conf
 from tests.oracles import delta_rs_rows, kernel_rows
 
 FILES = 6
@@ -133,20 +133,11 @@ def test_spark_parquet_reader_reads_delta_encoded_files_as_the_inputs(
         "spark.sql.parquet.enableVectorizedReader": vectorised,
         "spark.sql.session.timeZone": "UTC",
     }
-    saved = {k: spark.conf.get(k, None) for k in conf}
-    for key, value in conf.items():
-        spark.conf.set(key, value)
-    try:
+    with spark_conf(spark, conf):
         compacted, originals = spark.read.parquet(str(output)), spark.read.parquet(*map(str, inputs))
         if where:
             compacted, originals = compacted.where(where), originals.where(where)
         got, want = _spark_rows(compacted), _spark_rows(originals)
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
     assert got == want
     assert 0 < sum(got.values()) <= FILES * ROWS
     if where is None:

@@ -15,7 +15,7 @@ from airflow_provider_deltalite import DeltaTable
 from airflow_provider_deltalite.executors import LocalExecutor
 from airflow_provider_deltalite.executors.spark import SparkExecutor
 from airflow_provider_deltalite.maintenance.optimize import optimize
-from tests.maintenance.stitch_checks import commit_actions, file_of
+from tests.maintenance.stitch_checks import commit_actions, file_of, spark_conf
 from tests.maintenance.test_optimize_stitch import ROWS_PER_FILE, _columns, _delta_rs_table, _threshold
 from tests.oracles import agreed_rows, assert_rows_agree
 
@@ -109,10 +109,7 @@ def test_spark_parquet_reader_reads_stitched_files_as_pyarrow_reads_the_inputs(
         "parquet.filter.bloom.enabled": "true",
         "spark.sql.session.timeZone": "UTC",
     }
-    saved = {k: spark.conf.get(k, None) for k in conf}
-    for key, value in conf.items():
-        spark.conf.set(key, value)
-    try:
+    with spark_conf(spark, conf):
         stitched = spark.read.parquet(str(file_of(path, add)))
         originals = spark.read.parquet(*inputs)
         if where:
@@ -127,12 +124,6 @@ def test_spark_parquet_reader_reads_stitched_files_as_pyarrow_reads_the_inputs(
             if where:
                 again = again.where(where)
             got_rows = _spark_rows(again.selectExpr(*SELECT))
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
     assert got == want == got_rows
     if where is None:
         assert sum(got.values()) == 5 * ROWS_PER_FILE
