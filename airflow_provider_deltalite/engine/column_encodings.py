@@ -81,6 +81,26 @@ def input_verdicts(storage: Storage, files: Sequence[Mapping[str, Any]]) -> dict
     return dictionary_verdicts(footers)
 
 
+def column_encodings(
+    first: pa.Table | None,
+    *,
+    dictionary: bool,
+    delta: bool,
+    delta_encoded: Sequence[str] = (),
+    verdicts: Mapping[str, bool] | None = None,
+) -> tuple[list[str] | bool, dict[str, str] | None]:
+    """pyarrow's ``use_dictionary`` and ``column_encoding`` for a file whose first row group is ``first`` (None: no
+    dictionary, no delta encoding judged): `dictionary_columns` when ``dictionary``, `delta_encodings` of the others
+    when ``delta``, and DELTA_BINARY_PACKED for ``delta_encoded`` whatever their values (row ids)."""
+    chosen: list[str] | bool = dictionary_columns(first, verdicts) if dictionary and first is not None else False
+    if chosen is True:  # pyarrow takes an encoding only where no dictionary is, and by top-level name only
+        return True, None
+    encoding = dict.fromkeys(delta_encoded, "DELTA_BINARY_PACKED")
+    if delta and first is not None:
+        encoding = delta_encodings(first, exclude={*(chosen or ()), *delta_encoded}) | encoding
+    return [c for c in chosen or [] if c not in encoding] or False, encoding or None
+
+
 def dictionary_columns(rows: pa.Table, verdicts: Mapping[str, bool] | None = None) -> list[str] | bool:
     """The columns worth dictionary-encoding: those whose distinct values in a row group like ``rows`` should fit one
     dictionary page, and whose dictionary did not overflow in the inputs' own chunks.
@@ -169,7 +189,8 @@ def _delta_bits(column: pa.ChunkedArray) -> float:
     n = len(values)
     if n < 2:
         return 0.0
-    width = 64 if _stored_bits(column.type) == 64 else 32
+    width = _stored_bits(column.type)
+    stored = pa.int64() if width == 64 else pa.int32()
     step = max((n - _DELTA_BLOCK - 1) // max(_DELTA_WINDOWS - 1, 1), 1)
     widths = []
     for start in range(0, max(n - 1, 1), step)[:_DELTA_WINDOWS]:
@@ -177,7 +198,6 @@ def _delta_bits(column: pa.ChunkedArray) -> float:
         if len(window) < 2:
             break
         raw = pa.concat_arrays(window.chunks) if isinstance(window, pa.ChunkedArray) else window
-        stored = pa.int64() if width == 64 else pa.int32()
         raw = raw.view(stored) if raw.type.bit_width == width else raw.cast(stored)
         ints = raw.to_numpy(zero_copy_only=False).astype(np.int64)
         deltas = np.diff(ints)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import operator
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,12 +33,7 @@ from typing import Any, TypeVar
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from airflow_provider_deltalite.engine.column_encodings import (
-    DICTIONARY_PAGE_BYTES,
-    delta_encodings,
-    dictionary_columns,
-    input_verdicts,
-)
+from airflow_provider_deltalite.engine.column_encodings import DICTIONARY_PAGE_BYTES, column_encodings, input_verdicts
 from airflow_provider_deltalite.engine.conform import delta_schema_to_arrow, to_physical
 from airflow_provider_deltalite.engine.data_file_paths import new_data_file_path, partition_directory
 from airflow_provider_deltalite.engine.data_files import iter_file_rows
@@ -197,7 +193,7 @@ def rewrite_files(task: RewriteTask) -> RewriteResult:
                 read_ahead(
                     iter_live_rows(task.table, task.files, use_threads=task.decode_threads),
                     task.writer.row_group_bytes,
-                    _table_bytes,
+                    operator.attrgetter("nbytes"),
                 )
             ),
             task.writer,
@@ -392,16 +388,13 @@ def parquet_writer(
 ) -> pq.ParquetWriter:
     """The Parquet writer of new data files (`first`: the rows its dictionary choice is judged on, with the inputs'
     ``verdicts``; None: no dictionary)."""
-    dictionary: list[str] | bool = False
-    if options.dictionary and first is not None:
-        dictionary = dictionary_columns(first, verdicts)
-    encoding = None
-    if dictionary is not True:  # pyarrow takes an encoding only where no dictionary is, and top-level names only
-        encoding = dict.fromkeys(delta_encoded, "DELTA_BINARY_PACKED")
-        if options.delta_encodings and first is not None:
-            encoding = delta_encodings(first, exclude={*(dictionary or ()), *delta_encoded}) | encoding
-        dictionary = [c for c in dictionary or [] if c not in encoding] or False
-        encoding = encoding or None
+    dictionary, encoding = column_encodings(
+        first,
+        dictionary=options.dictionary,
+        delta=options.delta_encodings,
+        delta_encoded=delta_encoded,
+        verdicts=verdicts,
+    )
     return pq.ParquetWriter(
         sink,
         schema,
@@ -413,10 +406,6 @@ def parquet_writer(
         dictionary_pagesize_limit=DICTIONARY_PAGE_BYTES,
         write_statistics=True,
     )
-
-
-def _table_bytes(rows: pa.Table) -> int:
-    return rows.nbytes
 
 
 class _RowCounter:
