@@ -53,7 +53,8 @@ HEAVY = {
 }
 
 # Runs one command in a fresh interpreter, then reports on stderr which HEAVY packages and which of our maintenance
-# modules it imported, and whether pandas still imports afterwards (the block is scoped to the command).
+# modules it imported, whether it imported `pyarrow.compute` (the engine calls kernels through `arrow_compute`), and
+# whether pandas still imports afterwards (the block is scoped to the command).
 RUNNER = """
 import json, sys
 from airflow_provider_deltalite.cli import main
@@ -63,6 +64,7 @@ report = {
     "code": code,
     "heavy": sorted({m.partition(".")[0] for m in sys.modules} & heavy),
     "maintenance": sorted(m for m in sys.modules if m.startswith("airflow_provider_deltalite.maintenance.")),
+    "pyarrow.compute": "pyarrow.compute" in sys.modules,
 }
 import pandas
 report["pandas_after"] = pandas.__name__
@@ -95,12 +97,23 @@ def test_describe_and_optimize_import_nothing_heavy(tmp_path: Path) -> None:
         f"airflow_provider_deltalite.maintenance.{m}"
         for m in ("health", "health.histogram", "health.metrics", "optimize_stats", "options", "wording")
     ]
-    assert report == {"code": 0, "heavy": [], "maintenance": loaded, "pandas_after": "pandas"}
+    assert report == {
+        "code": 0,
+        "heavy": [],
+        "maintenance": loaded,
+        "pyarrow.compute": False,
+        "pandas_after": "pandas",
+    }
     oracle = deltalake.DeltaTable(str(table))
     assert (doc["version"], doc["numFiles"]) == (oracle.version(), len(oracle.file_uris())) == (2, 6)
 
     stats, report = run_command("optimize", "--json", "--compression", "zstd", str(table))
-    assert (report["code"], report["heavy"], report["pandas_after"]) == (0, [], "pandas")
+    assert (report["code"], report["heavy"], report["pyarrow.compute"], report["pandas_after"]) == (
+        0,
+        [],
+        False,
+        "pandas",
+    )
     assert "airflow_provider_deltalite.maintenance.optimize" in report["maintenance"]
     # nor health's modules, nor the other commands' (the CLI loads the one command it runs)
     assert not [m for m in report["maintenance"] if ".vacuum" in m or ".changes" in m or ".health" in m]

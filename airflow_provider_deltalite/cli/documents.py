@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.arrow_util import contiguous
 from airflow_provider_deltalite.engine.clustering_domain import clustering_spec
 from airflow_provider_deltalite.engine.snapshot import ReplayStream, Snapshot
@@ -37,7 +37,7 @@ def describe_document(table: Snapshot | ReplayStream) -> dict[str, Any]:
         files = size = 0
         histogram: dict[str, int] = {}
         for adds, _ in table.batches():
-            sizes = contiguous(adds.column("size")).fill_null(0)
+            sizes = pc.fill_null(contiguous(adds.column("size")), 0)
             files += len(sizes)
             size += int(pc.sum(sizes).as_py() or 0)
             for label, count in size_histogram(sizes).items():
@@ -45,7 +45,7 @@ def describe_document(table: Snapshot | ReplayStream) -> dict[str, Any]:
         histogram = histogram or size_histogram(pa.array([], pa.int64()))
     else:
         snap = table
-        sizes = contiguous(snap.raw_files.column("size")).fill_null(0)
+        sizes = pc.fill_null(contiguous(snap.raw_files.column("size")), 0)
         files, size, histogram = snap.num_files, snap.size_in_bytes, size_histogram(sizes)
     clustering = clustering_spec(snap)
     return {
@@ -71,7 +71,7 @@ def files_document(snap: Snapshot, indexes: np.ndarray | None = None) -> dict[st
     files = snap.files
     partition = snap.partition_values
     if indexes is not None:
-        files, partition = files.take(indexes), partition.take(indexes)
+        files, partition = pc.take(files, indexes), pc.take(partition, indexes)
     raw = files.column("partitionValues").combine_chunks()
     raw_columns = {
         logical: raw.field(physical).to_pylist()
@@ -82,7 +82,7 @@ def files_document(snap: Snapshot, indexes: np.ndarray | None = None) -> dict[st
     sizes = files.column("size").to_pylist()
     records = files.column("numRecords").to_pylist()
     mtimes = files.column("modificationTime").to_pylist()
-    dvs = files.column("deletionVector").is_valid().to_pylist()
+    dvs = pc.is_valid(files.column("deletionVector")).to_pylist()
     for i, path in enumerate(paths):
         out.append(
             {

@@ -86,14 +86,13 @@ def cmd_health(args: argparse.Namespace) -> None:
 def table_history(table: DeltaTable, history_uri: str) -> list[dict[str, Any]]:
     """The rows of the operations history at ``history_uri`` about ``table`` (a location that is not a history
     table is one error line)."""
-    import pyarrow.compute as pc
-
+    from airflow_provider_deltalite.engine import arrow_compute as pc
     from airflow_provider_deltalite.engine.errors import redact_uri
     from airflow_provider_deltalite.maintenance.history import read_history
     from airflow_provider_deltalite.maintenance.history.record import history_storage_options
 
     rows = read_history(history_uri, history_storage_options(table, history_uri))
-    return rows.filter(pc.equal(rows["table_uri"], redact_uri(table.uri) or table.uri)).to_pylist()
+    return pc.filter(rows, pc.equal(rows["table_uri"], redact_uri(table.uri) or table.uri)).to_pylist()
 
 
 def health_lines(h: TableHealth) -> list[str]:

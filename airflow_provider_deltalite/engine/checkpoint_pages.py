@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.parquet.footer import (
     ColumnChunk,
     FileMetaData,
@@ -107,7 +108,7 @@ class PagedColumns:
         held = np.concatenate([np.arange(p.first_row, p.first_row + p.rows) for p in wanted])
         if len(column) != len(held):
             return None
-        return column.take(pa.array(np.flatnonzero(chosen[held])))
+        return pc.take(column, pa.array(np.flatnonzero(chosen[held])))
 
     def _pages(self, chunk: ColumnChunk) -> tuple[_Page | None, list[_Page]] | None:
         meta = chunk.meta_data

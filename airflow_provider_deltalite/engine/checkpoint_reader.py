@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from airflow_provider_deltalite.engine import actions as A
-from airflow_provider_deltalite.engine.arrow_util import contiguous
+from airflow_provider_deltalite.engine import arrow_compute as pc
+from airflow_provider_deltalite.engine.arrow_util import contiguous, struct_array
 from airflow_provider_deltalite.engine.commit_file import (
     NonFileAction,
     clean_commit_bytes,
@@ -59,15 +59,15 @@ def _conform(column: pa.Array, target: pa.DataType) -> pa.Array:
         return column
     if pa.types.is_struct(target) and pa.types.is_map(column.type):
         children = _map_lookup_many(column, [f.name for f in target])
-        children = [c.cast(f.type) for c, f in zip(children, target, strict=True)]
-        return pa.StructArray.from_arrays(children, fields=list(target), mask=column.is_null())
+        children = [pc.cast(c, f.type) for c, f in zip(children, target, strict=True)]
+        return struct_array(children, list(target), pc.is_valid(column))
     if pa.types.is_struct(target) and pa.types.is_struct(column.type):
         names = set(column.type.names)
         children = [
             _conform(column.field(f.name), f.type) if f.name in names else pa.nulls(len(column), f.type) for f in target
         ]
-        return pa.StructArray.from_arrays(children, fields=list(target), mask=column.is_null())
-    return column.cast(target, safe=False)
+        return struct_array(children, list(target), pc.is_valid(column))
+    return pc.cast(column, target, safe=False)
 
 
 def _map_lookup_many(column: pa.MapArray, keys: list[str]) -> list[pa.Array]:
@@ -88,13 +88,13 @@ def _map_lookup_many(column: pa.MapArray, keys: list[str]) -> list[pa.Array]:
         and pc.all(pc.equal(entry_keys, pa.scalar(keys[0], entry_keys.type))).as_py() is not False
     ):
         # one partition column, at most one entry per map (the common checkpoint): the entries are the values
-        has = (lengths == 1) & column.is_valid().to_numpy(zero_copy_only=False)
+        has = (lengths == 1) & pc.is_valid(column).to_numpy(zero_copy_only=False)
         if stop - start == n and has.all():
             return [entry_values]
-        return [entry_values.take(pa.array(offsets[:-1] - start, mask=~has))]
+        return [pc.take(entry_values, pa.array(offsets[:-1] - start, mask=~has))]
     owner = np.repeat(np.arange(n, dtype=np.int64), lengths)
     # a null map may still have entries underneath; they are not its values
-    live_entry = np.repeat(column.is_valid().to_numpy(zero_copy_only=False), lengths)
+    live_entry = np.repeat(pc.is_valid(column).to_numpy(zero_copy_only=False), lengths)
     out = []
     for key in keys:
         hits = pc.fill_null(pc.equal(entry_keys, pa.scalar(key, entry_keys.type)), False)
@@ -106,7 +106,7 @@ def _map_lookup_many(column: pa.MapArray, keys: list[str]) -> list[pa.Array]:
         missing = int(n - found.sum())
         validity = pa.py_buffer(np.packbits(found, bitorder="little")) if missing else None
         take = pa.Array.from_buffers(pa.int64(), n, [validity, pa.py_buffer(position)], null_count=missing)
-        out.append(entry_values.take(take))
+        out.append(pc.take(entry_values, take))
     return out
 
 
@@ -146,7 +146,7 @@ def _file_actions_from_checkpoint_table(
                 rows = rows.append_column("tags", pa.nulls(0, A.STRING_MAP))
         else:
             column = contiguous(table.column(name))
-            keep = column.is_valid()
+            keep = pc.is_valid(column)
             if superseded is not None:
                 # one selection (at most one copy of the checkpoint's strings) for both the row kind and later commits
                 dvs = (
@@ -176,7 +176,7 @@ def _kept_pieces(column: pa.Array, keep: pa.Array) -> list[pa.Array]:
     keeps the decoded columns as they are, where a filter would copy every path and stats string once more (the
     largest transient of a snapshot load: ~300 MB at a million files).
     """
-    mask = keep.fill_null(False).to_numpy(zero_copy_only=False)
+    mask = pc.fill_null(keep, False).to_numpy(zero_copy_only=False)
     n = len(mask)
     if n == 0 or mask.all():
         return [column]
@@ -185,7 +185,7 @@ def _kept_pieces(column: pa.Array, keep: pa.Array) -> list[pa.Array]:
     if len(starts) == 0:
         return [column.slice(0, 0)]
     if len(starts) > max(_MIN_RUNS, n // _ROWS_PER_RUN):
-        return [column.filter(keep)]
+        return [pc.filter(column, keep)]
     return [column.slice(int(a), int(b - a)) for a, b in zip(starts, stops, strict=True)]
 
 
@@ -204,7 +204,7 @@ def _conformed_rows(column: pa.Array, name: str, target: pa.DataType) -> pa.Tabl
 
 def _replace_field(struct: pa.StructArray, name: str, values: pa.Array) -> pa.StructArray:
     arrays = [values if f.name == name else struct.field(f.name) for f in struct.type]
-    return pa.StructArray.from_arrays(arrays, fields=list(struct.type), mask=struct.is_null())
+    return struct_array(arrays, list(struct.type), pc.is_valid(struct))
 
 
 def _non_file_from_checkpoint_table(table: pa.Table, version: int) -> list[NonFileAction]:
@@ -213,7 +213,7 @@ def _non_file_from_checkpoint_table(table: pa.Table, version: int) -> list[NonFi
         if name not in table.column_names:
             continue
         column = contiguous(table.column(name))
-        valid = column.filter(column.is_valid())
+        valid = pc.filter(column, pc.is_valid(column))
         for i, row in enumerate(valid.to_pylist()):
             found.append(NonFileAction(version, -1_000_000_000 + i, name, _arrow_to_python(row, column.type)))
     return found
@@ -368,8 +368,9 @@ def checkpoint_file_actions(
             [(-1, d) for d in content.json_parts], partition_columns, table_uri, seq_base=seq
         )
         if superseded is not None:
-            a = a.filter(pc.invert(superseded(a.column("path"), a.column("deletionVector"))))
-            r = r.filter(pc.invert(superseded(r.column("path"), r.column("deletionVector"))))
+            a = pc.filter(a, pc.invert(superseded(a.column("path"), a.column("deletionVector"))))
+            r = pc.filter(r, pc.invert(superseded(r.column("path"), r.column("deletionVector"))))
+
         adds.append(a)
         removes.append(r)
     if not adds:

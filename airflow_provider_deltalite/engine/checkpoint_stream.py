@@ -24,10 +24,10 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from airflow_provider_deltalite.engine import actions as A
+from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.arrow_util import bool_array, contiguous
 from airflow_provider_deltalite.engine.checkpoint_pages import PagedColumns
 from airflow_provider_deltalite.engine.checkpoint_reader import (
@@ -161,7 +161,7 @@ def _rows_present(pf: pq.ParquetFile, probes: list[str]) -> np.ndarray:
         probe = pf.read_row_group(rg, columns=probes, use_threads=False)
         present = np.zeros(n, dtype=bool)
         for name in probe.column_names:
-            present |= np.asarray(probe.column(name).is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+            present |= np.asarray(pc.is_valid(probe.column(name)).to_numpy(zero_copy_only=False), dtype=bool)
         parts.append(present)
     return np.concatenate(parts) if parts else np.zeros(0, dtype=bool)
 
@@ -210,7 +210,7 @@ def _keep_rows(rows: pa.Table, keep: BoundPartitionFilter, superseded: Supersede
     if superseded is not None and rows.num_rows:
         gone = superseded(rows.column("path"), rows.column("deletionVector"))
         mask &= ~np.asarray(gone.to_numpy(zero_copy_only=False), dtype=bool)
-    return rows if mask.all() else rows.filter(pa.array(mask))
+    return rows if mask.all() else pc.filter(rows, pa.array(mask))
 
 
 def _pruned_file(
@@ -251,8 +251,8 @@ def stream_checkpoint_file_actions(
             [(-1, d) for d in sources.json_parts], partition_columns, storage.table_uri, seq_base=seq
         )
         if superseded is not None:
-            a = a.filter(pc.invert(superseded(a.column("path"), a.column("deletionVector"))))
-            r = r.filter(pc.invert(superseded(r.column("path"), r.column("deletionVector"))))
+            a = pc.filter(a, pc.invert(superseded(a.column("path"), a.column("deletionVector"))))
+            r = pc.filter(r, pc.invert(superseded(r.column("path"), r.column("deletionVector"))))
         yield a, r
 
 
@@ -264,10 +264,10 @@ def checkpoint_remove_paths(storage: Storage, sources: CheckpointSources) -> pa.
             if A.REMOVE not in pf.schema_arrow.names:
                 continue
             column = contiguous(pf.read(columns=[f"{A.REMOVE}.path"]).column(A.REMOVE))
-            paths.append(contiguous(column.field("path")).filter(column.is_valid()).cast(pa.string()))
+            paths.append(pc.cast(pc.filter(contiguous(column.field("path")), pc.is_valid(column)), pa.string()))
     if sources.json_parts:
         _, r = parse_commit_file_actions([(-1, d) for d in sources.json_parts], [], storage.table_uri)
-        paths.append(contiguous(r.column("path")).cast(pa.string()))
+        paths.append(pc.cast(contiguous(r.column("path")), pa.string()))
     return pa.concat_arrays(paths) if paths else pa.array([], pa.string())
 
 
@@ -329,7 +329,7 @@ def _file_batches(
                 paged = PagedColumns.open(source)
             chosen = pa.array(rows)
             # the partition values the first pass decoded, and the large columns read by the pages that hold a row
-            held = {c: decoded[c].filter(chosen) for c in columns if c in decoded}
+            held = {c: pc.filter(decoded[c], chosen) for c in columns if c in decoded}
             for column in large:
                 values = paged.rows(rg, column, rows) if paged is not None else None
                 if values is not None:
@@ -384,14 +384,14 @@ def _assemble(schema: pa.Schema, columns: list[str], decoded: pa.Table | None, h
         fields = [f for f in schema.field(kind).type if f.name in names]
         whole = contiguous(decoded.column(kind)) if decoded is not None and kind in decoded.column_names else None
         children = []
-        validity = None if whole is None else whole.is_valid()
+        validity = None if whole is None else pc.is_valid(whole)
         for f in fields:
             paged = held.get(f"{kind}.{f.name}")
             if paged is not None:
                 child = paged.field(0)
                 # a one-column file has no Arrow schema of the checkpoint's: its strings may be of another width
-                children.append(child if child.type == f.type else child.cast(f.type))
-                validity = paged.is_valid() if validity is None else validity
+                children.append(child if child.type == f.type else pc.cast(child, f.type))
+                validity = pc.is_valid(paged) if validity is None else validity
             else:
                 assert whole is not None
                 children.append(whole.field(f.name))
@@ -498,7 +498,7 @@ def _selected_rows(
         column = contiguous(table.column(kind))
         if read is not None:
             read[name] = column
-        valid = np.asarray(column.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        valid = np.asarray(pc.is_valid(column).to_numpy(zero_copy_only=False), dtype=bool)
         if "partitionValues" in column.type.names:
             selected |= valid & _partition_mask(column.field("partitionValues"), keep, n)
         else:  # no partition values at all: the partition is unknown, so the row stays
@@ -520,12 +520,12 @@ def _with_dictionaries(pf: pq.ParquetFile, source: Any, leaves: dict[str, int]) 
 
 
 def _partition_mask(values: pa.Array, keep: BoundPartitionFilter, n: int) -> np.ndarray:
-    present = np.asarray(values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    present = np.asarray(pc.is_valid(values).to_numpy(zero_copy_only=False), dtype=bool)
     if pa.types.is_map(values.type):
         if pa.types.is_dictionary(values.type.key_type):
-            values = values.cast(pa.map_(pa.string(), values.type.item_type))
+            values = pc.cast(values, pa.map_(pa.string(), values.type.item_type))
         raw: list[pa.Array | None] = [
-            v if pa.types.is_dictionary(v.type) else v.cast(pa.string())
+            v if pa.types.is_dictionary(v.type) else pc.cast(v, pa.string())
             for v in _map_lookup_many(values, keep.physical_names)
         ]
         return _mask_of_distinct(keep, raw, n, present)
@@ -553,7 +553,7 @@ def _mask_of_distinct(
         encoded = values if pa.types.is_dictionary(values.type) else pc.dictionary_encode(values)
         size = len(encoded.dictionary) + 1  # the last code stands for null
         if radix * size >= _DISTINCT_LIMIT:
-            plain = [None if r is None else r.cast(pa.string()) for r in raw]
+            plain = [None if r is None else pc.cast(r, pa.string()) for r in raw]
             return keep.mask(plain, n, present)
         index = pc.fill_null(encoded.indices, size - 1).to_numpy(zero_copy_only=False).astype(np.int64)
         codes += index * radix
@@ -570,7 +570,7 @@ def _mask_of_distinct(
         if dictionary is None:
             columns.append(None)
             continue
-        columns.append(dictionary.cast(pa.string()).take(pa.array(digit, mask=digit == size - 1)))
+        columns.append(pc.take(pc.cast(dictionary, pa.string()), pa.array(digit, mask=digit == size - 1)))
     return keep.mask(columns, len(distinct))[inverse] | ~present
 
 

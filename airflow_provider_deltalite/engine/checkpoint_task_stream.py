@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from airflow_provider_deltalite.engine import actions as A
+from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.arrow_util import contiguous
 from airflow_provider_deltalite.engine.checkpoint_stream import _SEQ_BASE, _SEQ_STRIDE, _file_batches, _reading
 from airflow_provider_deltalite.engine.checkpoint_tasks import (
@@ -77,7 +77,7 @@ def read_slice_first(item: tuple[Storage, CheckpointSlice]) -> tuple[int, list[N
             return index, non_file, pa.array([], pa.string())
         groups = list(range(pf.num_row_groups)) if part.row_groups is None else list(part.row_groups)
         column = contiguous(pf.read_row_groups(groups, columns=[f"{A.REMOVE}.path"], use_threads=False)[A.REMOVE])
-    return index, non_file, contiguous(column.field("path")).filter(column.is_valid()).cast(pa.string())
+    return index, non_file, pc.cast(pc.filter(contiguous(column.field("path")), pc.is_valid(column)), pa.string())
 
 
 def stream_slice(read: SliceRead) -> Iterator[tuple[pa.Table, pa.Table]]:
@@ -166,14 +166,14 @@ def stream_with_tasks(
     normalize = _path_normalizer(storage)
     live, tombstones, superseded = reconcile_commits(adds, removes, normalize)
     touched = _touched_keys(adds, removes, normalize)
-    removed = [contiguous(removes.column("path")).cast(pa.string()), *(contiguous(r[2]) for r in found)]
+    removed = [pc.cast(contiguous(removes.column("path")), pa.string()), *(contiguous(r[2]) for r in found)]
     tail = []
     if json_parts:
         seq = _SEQ_BASE + len(slices) * _SEQ_STRIDE
         a, r = parse_commit_file_actions([(-1, d) for d in json_parts], partition_columns, uri, seq_base=seq)
-        removed.append(contiguous(r.column("path")).cast(pa.string()))
-        a = a.filter(pc.invert(superseded(a.column("path"), a.column("deletionVector"))))
-        r = r.filter(pc.invert(superseded(r.column("path"), r.column("deletionVector"))))
+        removed.append(pc.cast(contiguous(r.column("path")), pa.string()))
+        a = pc.filter(a, pc.invert(superseded(a.column("path"), a.column("deletionVector"))))
+        r = pc.filter(r, pc.invert(superseded(r.column("path"), r.column("deletionVector"))))
         tail.append((a, r))
     tail.append((live, tombstones))
     internal = list(_INTERNAL)

@@ -37,9 +37,9 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from airflow_provider_deltalite.engine import actions as A
+from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.arrow_util import contiguous
 from airflow_provider_deltalite.engine.checkpoint_reader import _non_file_from_checkpoint_table
 from airflow_provider_deltalite.engine.checkpoint_stream import (
@@ -154,7 +154,7 @@ def read_slice_non_file(item: tuple[Storage, CheckpointSlice]) -> tuple[int, lis
         )
         present = np.zeros(probe.num_rows, dtype=bool)
         for c in columns:
-            present |= np.asarray(probe.column(c).is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+            present |= np.asarray(pc.is_valid(probe.column(c)).to_numpy(zero_copy_only=False), dtype=bool)
         if not present.any():
             return part.index, []
         rows = present_rows(pf, present, columns, groups)
@@ -189,7 +189,7 @@ def _superseded_by(touched: pa.Array, normalize: Callable[[str], str]) -> Callab
     def superseded(paths: pa.Array, dvs: pa.Array) -> pa.Array:
         if not len(touched):
             return pa.nulls(len(paths), pa.bool_()).fill_null(False)
-        return pc.is_in(file_keys(paths, dvs, normalize).cast(pa.string()), value_set=touched)
+        return pc.is_in(pc.cast(file_keys(paths, dvs, normalize), pa.string()), value_set=touched)
 
     return superseded
 
@@ -380,9 +380,9 @@ def _touched_keys(adds: pa.Table, removes: pa.Table, normalize: Callable[[str], 
     """The distinct keys (path, deletion vector) of the commits' file actions: the checkpoint rows they supersede."""
     keys = pa.concat_arrays(
         [
-            contiguous(file_keys(adds.column("path"), adds.column("deletionVector"), normalize).cast(pa.string())),
+            contiguous(pc.cast(file_keys(adds.column("path"), adds.column("deletionVector"), normalize), pa.string())),
             contiguous(
-                file_keys(removes.column("path"), removes.column("deletionVector"), normalize).cast(pa.string())
+                pc.cast(file_keys(removes.column("path"), removes.column("deletionVector"), normalize), pa.string())
             ),
         ]
     )
@@ -403,7 +403,7 @@ def _kept(rows: pa.Table, keep: BoundPartitionFilter, superseded: Callable[[pa.A
         mask &= ~np.asarray(
             superseded(rows.column("path"), rows.column("deletionVector")).to_numpy(zero_copy_only=False), dtype=bool
         )
-    return rows if mask.all() else rows.filter(pa.array(mask))
+    return rows if mask.all() else pc.filter(rows, pa.array(mask))
 
 
 __all__ = [

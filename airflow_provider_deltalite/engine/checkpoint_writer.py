@@ -26,10 +26,10 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from airflow_provider_deltalite.engine import actions as A
+from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.arrow_util import bool_array, contiguous, int64_array
 from airflow_provider_deltalite.engine.checkpoint_file import write_or_reuse
 from airflow_provider_deltalite.engine.conform import delta_schema_to_arrow
@@ -142,29 +142,31 @@ def _partition_map(values: pa.Array, always: Sequence[str]) -> pa.MapArray:
     values = contiguous(values)
     n = len(values)
     names = list(values.type.names) if pa.types.is_struct(values.type) else []
-    row_valid = values.is_valid().to_numpy(zero_copy_only=False)
+    row_valid = pc.is_valid(values).to_numpy(zero_copy_only=False)
     if not names or n == 0:
         empty = pa.array([], pa.string())
-        offsets = _int32_array(np.zeros(n + 1, dtype=np.int32))
-        return pa.MapArray.from_arrays(offsets, empty, empty, type=A.STRING_MAP, mask=bool_array(~row_valid))
-    children = [pc.struct_field(values, [j]).cast(pa.string()) for j in range(len(names))]
+        return _map_array(np.zeros(n + 1, dtype=np.int32), empty, empty, row_valid)
+    children = [pc.cast(pc.struct_field(values, [j]), pa.string()) for j in range(len(names))]
     include = np.empty((n, len(names)), dtype=bool)
     for j, (name, child) in enumerate(zip(names, children, strict=True)):
-        include[:, j] = True if name in always else child.is_valid().to_numpy(zero_copy_only=False)
+        include[:, j] = True if name in always else pc.is_valid(child).to_numpy(zero_copy_only=False)
     include &= row_valid[:, None]
     rows, cols = np.nonzero(include)  # row-major: each row's entries in struct-field order
     offsets = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(include.sum(axis=1), out=offsets[1:])
     # Arrays over the NumPy buffers: `pa.array` of a NumPy array imports numpy.ma, in the serial tail of a commit
-    keys = pa.array(names, pa.string()).take(int64_array(cols))
-    items = pa.concat_arrays(children).take(int64_array(cols.astype(np.int64) * n + rows))
-    mask = bool_array(~row_valid)
-    return pa.MapArray.from_arrays(_int32_array(offsets), keys, items, type=A.STRING_MAP, mask=mask)
+    keys = pc.take(pa.array(names, pa.string()), int64_array(cols))
+    items = pc.take(pa.concat_arrays(children), int64_array(cols.astype(np.int64) * n + rows))
+    return _map_array(offsets, keys, items, row_valid)
 
 
-def _int32_array(values: np.ndarray) -> pa.Array:
-    data = np.ascontiguousarray(values, dtype=np.int32)
-    return pa.Array.from_buffers(pa.int32(), len(data), [None, pa.py_buffer(data)])
+def _map_array(offsets: np.ndarray, keys: pa.Array, items: pa.Array, valid: np.ndarray) -> pa.MapArray:
+    """A string map array from its parts, null where ``valid`` is false (built from buffers: `MapArray.from_arrays`
+    inverts a mask through `pyarrow.compute`, whose import would be most of a short commit's serial tail)."""
+    entries = pa.StructArray.from_arrays([keys, items], fields=[A.STRING_MAP.key_field, A.STRING_MAP.item_field])
+    validity = None if valid.all() else bool_array(valid).buffers()[1]
+    data = pa.py_buffer(np.ascontiguousarray(offsets, dtype=np.int32))
+    return pa.Array.from_buffers(A.STRING_MAP, len(valid), [validity, data], children=[entries])
 
 
 def _prune_empty_structs(array: pa.Array) -> pa.Array | None:
@@ -180,7 +182,7 @@ def _prune_empty_structs(array: pa.Array) -> pa.Array | None:
             kept_fields.append(pa.field(field.name, pruned.type, field.nullable))
     if not kept_fields:
         return None
-    return pa.StructArray.from_arrays(kept_arrays, fields=kept_fields, mask=array.is_null())
+    return pa.StructArray.from_arrays(kept_arrays, fields=kept_fields, mask=pc.is_null(array))
 
 
 def _stats_parsed(snapshot: Snapshot, stats: pa.Array) -> pa.Array | None:
@@ -195,7 +197,7 @@ def _stats_parsed(snapshot: Snapshot, stats: pa.Array) -> pa.Array | None:
     order = ("numRecords", "minValues", "maxValues", "nullCount")
     arrays = [parsed.field(name) for name in order] + [tight]
     fields = [parsed.type.field(name) for name in order] + [pa.field("tightBounds", pa.bool_())]
-    return _prune_empty_structs(pa.StructArray.from_arrays(arrays, fields=fields, mask=parsed.is_null()))
+    return _prune_empty_structs(pa.StructArray.from_arrays(arrays, fields=fields, mask=pc.is_null(parsed)))
 
 
 def _partition_values_parsed(snapshot: Snapshot) -> pa.Array | None:
@@ -210,9 +212,9 @@ def _partition_values_parsed(snapshot: Snapshot) -> pa.Array | None:
 def _add_column(snapshot: Snapshot, options: _Options) -> pa.StructArray:
     raw = snapshot.raw_files
     n = raw.num_rows
-    stats = contiguous(raw.column("stats")).cast(pa.string())
+    stats = pc.cast(contiguous(raw.column("stats")), pa.string())
     columns: list[tuple[str, pa.Array]] = [
-        ("path", contiguous(raw.column("path")).cast(pa.string())),
+        ("path", pc.cast(contiguous(raw.column("path")), pa.string())),
         ("partitionValues", _partition_map(raw.column("partitionValues"), snapshot.partition_physical_names)),
         ("size", contiguous(raw.column("size"))),
         ("modificationTime", contiguous(raw.column("modificationTime"))),
@@ -222,11 +224,11 @@ def _add_column(snapshot: Snapshot, options: _Options) -> pa.StructArray:
     if options.json_stats:
         columns.append(("stats", stats))
     columns += [
-        ("tags", contiguous(raw.column("tags")).cast(A.STRING_MAP)),
-        ("deletionVector", contiguous(raw.column("deletionVector")).cast(A.DELETION_VECTOR)),
+        ("tags", pc.cast(contiguous(raw.column("tags")), A.STRING_MAP)),
+        ("deletionVector", pc.cast(contiguous(raw.column("deletionVector")), A.DELETION_VECTOR)),
         ("baseRowId", contiguous(raw.column("baseRowId"))),
         ("defaultRowCommitVersion", contiguous(raw.column("defaultRowCommitVersion"))),
-        ("clusteringProvider", contiguous(raw.column("clusteringProvider")).cast(pa.string())),
+        ("clusteringProvider", pc.cast(contiguous(raw.column("clusteringProvider")), pa.string())),
     ]
     if options.struct_stats:
         parsed = _stats_parsed(snapshot, stats)
@@ -241,16 +243,16 @@ def _add_column(snapshot: Snapshot, options: _Options) -> pa.StructArray:
 def _remove_column(snapshot: Snapshot, options: _Options) -> pa.StructArray:
     tombstones = snapshot.tombstones
     deleted_at = pc.fill_null(contiguous(tombstones.column("deletionTimestamp")), 0)
-    tombstones = tombstones.filter(pc.greater(deleted_at, options.tombstone_cutoff))
+    tombstones = pc.filter(tombstones, pc.greater(deleted_at, options.tombstone_cutoff))
     n = tombstones.num_rows
     arrays = [
-        contiguous(tombstones.column("path")).cast(pa.string()),
+        pc.cast(contiguous(tombstones.column("path")), pa.string()),
         contiguous(tombstones.column("deletionTimestamp")),
         pa.repeat(pa.scalar(False), n) if n else pa.array([], pa.bool_()),
         contiguous(tombstones.column("extendedFileMetadata")),
         _partition_map(tombstones.column("partitionValues"), snapshot.partition_physical_names),
         contiguous(tombstones.column("size")),
-        contiguous(tombstones.column("deletionVector")).cast(A.DELETION_VECTOR),
+        pc.cast(contiguous(tombstones.column("deletionVector")), A.DELETION_VECTOR),
         contiguous(tombstones.column("baseRowId")),
         contiguous(tombstones.column("defaultRowCommitVersion")),
     ]

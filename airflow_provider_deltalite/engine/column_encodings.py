@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.errors import DeltaLiteError
 from airflow_provider_deltalite.engine.parquet.encodings import dictionary_verdicts
 from airflow_provider_deltalite.engine.parquet.footer import FooterError, decode_footer, footer_length
@@ -124,7 +124,7 @@ def dictionary_columns(rows: pa.Table, verdicts: Mapping[str, bool] | None = Non
             continue  # bit-packed already
         if verdicts is not None and verdicts.get(name) is False:
             continue  # an input's dictionary for this column overflowed its page
-        sample = column.slice(0, _QUICK_SAMPLE_ROWS).drop_null()
+        sample = pc.drop_null(column.slice(0, _QUICK_SAMPLE_ROWS))
         if len(sample) == 0:
             chosen.append(name)
             continue
@@ -134,7 +134,7 @@ def dictionary_columns(rows: pa.Table, verdicts: Mapping[str, bool] | None = Non
             # nearly every value distinct in the first rows, and a row group far past a page even at 60% distinct
             # (what the whole sample shows of such a column): the whole sample would only say the same
             continue
-        sample = column.slice(0, _DICTIONARY_SAMPLE_ROWS).drop_null()
+        sample = pc.drop_null(column.slice(0, _DICTIONARY_SAMPLE_ROWS))
         distinct = len(pc.unique(sample))
         if 2 * distinct > len(sample):
             distinct = distinct * len(column) // len(sample)
@@ -185,7 +185,7 @@ def _delta_bits(column: pa.ChunkedArray) -> float:
     """Bits a value takes in DELTA_BINARY_PACKED, estimated on windows spread over ``column``: per window (one
     block), the bit width of the spread of the differences of neighbouring values, as the encoder packs them (with
     two's-complement wrap-around, so that values over the whole range need every bit)."""
-    values = column.drop_null()
+    values = pc.drop_null(column)
     n = len(values)
     if n < 2:
         return 0.0
@@ -198,7 +198,7 @@ def _delta_bits(column: pa.ChunkedArray) -> float:
         if len(window) < 2:
             break
         raw = pa.concat_arrays(window.chunks) if isinstance(window, pa.ChunkedArray) else window
-        raw = raw.view(stored) if raw.type.bit_width == width else raw.cast(stored)
+        raw = raw.view(stored) if raw.type.bit_width == width else pc.cast(raw, stored)
         ints = raw.to_numpy(zero_copy_only=False).astype(np.int64)
         deltas = np.diff(ints)
         if width == 32:  # the encoder works in the stored type: differences wrap at 32 bits

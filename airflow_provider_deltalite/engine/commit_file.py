@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.json as pa_json
 
 from airflow_provider_deltalite.engine import actions as A
+from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.arrow_util import contiguous, int64_array
 from airflow_provider_deltalite.engine.errors import CorruptLog
 
@@ -203,12 +204,12 @@ def _split_file_actions(
     out = []
     for name in (A.ADD, A.REMOVE):
         column = contiguous(table.column(name))
-        mask = column.is_valid()
-        rows = pa.Table.from_struct_array(column.filter(mask)) if len(column) else None
+        mask = pc.is_valid(column)
+        rows = pa.Table.from_struct_array(pc.filter(column, mask)) if len(column) else None
         if rows is None:
             rows = pa.schema(list(column.type)).empty_table()
         if name == A.ADD:
-            add_tags = tags.filter(mask) if tags is not None else pa.nulls(rows.num_rows, A.STRING_MAP)
+            add_tags = pc.filter(tags, mask) if tags is not None else pa.nulls(rows.num_rows, A.STRING_MAP)
             rows = rows.append_column("tags", add_tags)
         mask_np = mask.to_numpy(zero_copy_only=False)
         out.append(with_order(rows, row_versions[mask_np], seq[mask_np]))

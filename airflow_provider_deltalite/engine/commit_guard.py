@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.errors import CommitTooLate, TransactionError
 from airflow_provider_deltalite.engine.features import ensure_writable
 from airflow_provider_deltalite.engine.file_actions import dv_key, ensure_can_add_files
@@ -100,8 +100,8 @@ def _not_live(
     paths = live.column("path")
     raw_paths = list({r["path"] for r in removes})
     rows = pc.indices_nonzero(pc.is_in(paths, value_set=pa.array(raw_paths, paths.type))).to_pylist()
-    picked_paths = paths.take(rows).to_pylist() if rows else []
-    picked_dvs = live.column("deletionVector").take(rows).to_pylist() if rows else []
+    picked_paths = pc.take(paths, rows).to_pylist() if rows else []
+    picked_dvs = pc.take(live.column("deletionVector"), rows).to_pylist() if rows else []
     raw_live = {(p, dv_key({"deletionVector": d})) for p, d in zip(picked_paths, picked_dvs, strict=True)}
     unmatched = [k for r, k in zip(removes, remove_keys, strict=True) if (r["path"], k[1]) not in raw_live]
     if not unmatched:

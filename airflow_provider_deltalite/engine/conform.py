@@ -6,8 +6,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.column_mapping import column_mapping_id, physical_name
 from airflow_provider_deltalite.engine.errors import SchemaError
 from airflow_provider_deltalite.engine.properties import COLUMN_MAPPING_NESTED_IDS
@@ -220,7 +220,7 @@ def to_physical(
 def _retype(array: pa.Array, target: pa.DataType) -> pa.Array:
     # The logical and physical trees have the same shape and differ only in names, so children map by position;
     # Arrow's own cast matches struct fields by name and would turn every renamed field into nulls.
-    mask = array.is_null() if array.null_count else None
+    mask = pc.is_null(array) if array.null_count else None
     if pa.types.is_struct(target):
         children = [_retype(array.field(i), target.field(i).type) for i in range(target.num_fields)]
         return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
@@ -317,7 +317,7 @@ def _conform_struct(
     if not children:
         # from_arrays cannot infer a length without children; reuse the validity bitmap directly.
         return pa.StructArray.from_buffers(target, len(array), [array.buffers()[0]], offset=array.offset)
-    mask = array.is_null() if array.null_count else None
+    mask = pc.is_null(array) if array.null_count else None
     return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
 
 
@@ -329,7 +329,7 @@ def _zero_based(array: pa.Array) -> tuple[pa.Array, int, int]:
     start, end = offsets[0].as_py(), offsets[-1].as_py()
     if start:
         offsets = pc.subtract(offsets, pa.scalar(start, offsets.type))
-    return offsets.cast(pa.int32()), start, end - start
+    return pc.cast(offsets, pa.int32()), start, end - start
 
 
 def _is_list(data_type: pa.DataType) -> bool:
@@ -345,7 +345,7 @@ def _conform_list(
     values = _conform(
         array.values.slice(start, length), delta_type["elementType"], target.value_type, mode, path, table_uri
     )
-    mask = array.is_null() if array.null_count else None
+    mask = pc.is_null(array) if array.null_count else None
     return pa.ListArray.from_arrays(offsets, values, type=target, mask=mask)
 
 
@@ -364,7 +364,7 @@ def _conform_map(
         raise _mismatch(array, target, path, table_uri)
     keys = _conform(keys, delta_type["keyType"], target.key_type, mode, f"{path}.key", table_uri)
     items = _conform(items, delta_type["valueType"], target.item_type, mode, f"{path}.value", table_uri)
-    mask = array.is_null() if array.null_count else None
+    mask = pc.is_null(array) if array.null_count else None
     return pa.MapArray.from_arrays(offsets, keys, items, type=target, mask=mask)
 
 
@@ -381,32 +381,32 @@ def _cast_leaf(array: pa.Array, target: pa.DataType, path: str, table_uri: str |
         if types.is_timestamp(source):
             # Parquet INT96 reads as ns; Delta keeps microseconds, so sub-microsecond digits are dropped as Spark does.
             naive = array.view(pa.timestamp(source.unit))
-            micros = naive.cast(pa.timestamp("us"), safe=source.unit != "ns")
+            micros = pc.cast(naive, pa.timestamp("us"), safe=source.unit != "ns")
             # Parquet stores epoch-based values either way (UTC instants, or wall-clock time for timestamp_ntz), so
             # only the zone label changes here.
             return micros.view(target)
         if types.is_date(source) and target.tz is None:
-            return array.cast(target)
+            return pc.cast(array, target)
     elif types.is_integer(target):
         if types.is_integer(source):
-            return array.cast(target)
+            return pc.cast(array, target)
     elif types.is_floating(target):
         if types.is_floating(source) and source.bit_width <= target.bit_width:
-            return array.cast(target)
+            return pc.cast(array, target)
         if types.is_integer(source):
-            return array.cast(target)  # a safe cast fails on the rare int64 value a double cannot hold exactly
+            return pc.cast(array, target)  # a safe cast fails on the rare int64 value a double cannot hold exactly
     elif types.is_decimal(target):
         if types.is_decimal(source) or types.is_integer(source):
-            return array.cast(target)  # a safe cast, so a value that needs more digits fails instead of wrapping
+            return pc.cast(array, target)  # a safe cast, so a value that needs more digits fails instead of wrapping
     elif types.is_string(target):
         if any(check(source) for check in _STRINGLIKE + _BINARYLIKE):
-            return array.cast(target)  # old writers store UTF-8 as plain binary; the cast validates it
+            return pc.cast(array, target)  # old writers store UTF-8 as plain binary; the cast validates it
     elif types.is_binary(target):
         if any(check(source) for check in _STRINGLIKE + _BINARYLIKE):
-            return array.cast(target)
+            return pc.cast(array, target)
     elif types.is_date(target):
         if types.is_date(source):
-            return array.cast(target)
+            return pc.cast(array, target)
     elif types.is_null(target):
         return pa.nulls(len(array), target)
     raise _mismatch(array, target, path, table_uri)

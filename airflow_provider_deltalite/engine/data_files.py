@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.conform import delta_schema_to_arrow, file_columns, to_logical
 from airflow_provider_deltalite.engine.deletion_vectors import read_deletion_vector
 from airflow_provider_deltalite.engine.errors import DeltaLiteError, SchemaError, StorageError
@@ -181,4 +182,4 @@ def _drop_deleted(rows: pa.Table, deleted: np.ndarray, offset: int) -> pa.Table:
         return rows
     keep = np.ones(rows.num_rows, dtype=bool)
     keep[deleted[lo:hi].astype(np.int64) - offset] = False
-    return rows.filter(pa.array(keep))
+    return pc.filter(rows, pa.array(keep))

@@ -11,6 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.features import ensure_writable
 from airflow_provider_deltalite.engine.row_tracking import ensure_row_tracking_consistent
 from airflow_provider_deltalite.engine.snapshot import Snapshot
@@ -41,7 +42,7 @@ def live_file_actions(snapshot: Snapshot, paths: Iterable[str] | None = None) ->
     raw = snapshot.raw_files
     if paths is not None:
         wanted = set(paths)
-        raw = raw.filter(pa.array([p in wanted for p in raw.column("path").to_pylist()], pa.bool_()))
+        raw = pc.filter(raw, pa.array([p in wanted for p in raw.column("path").to_pylist()], pa.bool_()))
     rows = raw.to_pylist()
     out = []
     for row in rows:

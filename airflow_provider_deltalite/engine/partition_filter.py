@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.column_mapping import column_mapping_mode, physical_name
 from airflow_provider_deltalite.engine.conform import delta_schema_to_arrow
 from airflow_provider_deltalite.engine.errors import InvalidExpression
@@ -132,7 +133,7 @@ class BoundPartitionFilter:
             partition_values = partition_values.combine_chunks()
         names = set(partition_values.type.names) if pa.types.is_struct(partition_values.type) else set()
         values = [partition_values.field(p) if p in names else None for p in self.physical_names]
-        present = np.asarray(partition_values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        present = np.asarray(pc.is_valid(partition_values).to_numpy(zero_copy_only=False), dtype=bool)
         return self.mask(values, len(partition_values), present)
 
 

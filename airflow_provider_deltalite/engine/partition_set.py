@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.column_mapping import column_mapping_mode, physical_name
 from airflow_provider_deltalite.engine.errors import InvalidArgument
 from airflow_provider_deltalite.engine.expressions.nodes import IsNull, Or
@@ -96,13 +96,13 @@ class BoundPartitionSet(BoundPartitionFilter):
         else:
             encoded = []
             for raw in values:
-                column = pa.nulls(n, pa.string()) if raw is None else raw.cast(pa.string())
+                column = pa.nulls(n, pa.string()) if raw is None else pc.cast(raw, pa.string())
                 empty = pc.fill_null(pc.equal(column, ""), True)
                 length = pc.cast(pc.utf8_length(column), pa.string())
                 encoded.append(pc.if_else(empty, _NULL, pc.binary_join_element_wise(_VALUE, length, column, ":")))
             joined = encoded[0] if len(encoded) == 1 else pc.binary_join_element_wise(*encoded, _SEP)
             chosen = pc.is_in(joined, value_set=pa.array(sorted(self.keys), pa.string()))
-            keep = np.asarray(chosen.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
+            keep = np.asarray(pc.fill_null(chosen, False).to_numpy(zero_copy_only=False), dtype=bool)
         if present is not None:
             keep = keep | ~present
         return keep
@@ -119,7 +119,7 @@ def snapshot_of_partitions(snapshot: Snapshot, partitions: PartitionSetFilter) -
         if not rows.num_rows:
             return rows
         mask = keep.mask_struct(rows.column("partitionValues"))
-        return rows if mask.all() else rows.filter(pa.array(mask))
+        return rows if mask.all() else pc.filter(rows, pa.array(mask))
 
     pruned = replace(state, live=cut(state.live), tombstones=cut(state.tombstones), pruned_by=partitions.predicate)
     return Snapshot(snapshot.storage, pruned)

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.arrow_util import contiguous
 from airflow_provider_deltalite.engine.conform import delta_type_to_arrow
 from airflow_provider_deltalite.engine.errors import SchemaError
@@ -57,7 +57,7 @@ def parse_partition_values(
     if pa.types.is_dictionary(values.type):
         values = values.dictionary_decode()
     try:
-        text = values.cast(pa.string())
+        text = pc.cast(values, pa.string())
     except pa.ArrowException:
         raise SchemaError(
             f"partition column '{column}': values of type {values.type} are not strings", table_uri
@@ -75,17 +75,17 @@ def parse_partition_values(
         if pa.types.is_timestamp(target) and target.tz is not None:
             has_zone = pc.match_substring_regex(strings, _ZONE_SUFFIX)
             null = pa.scalar(None, pa.string())
-            zoned = pc.if_else(has_zone, strings, null).cast(target)
-            local = pc.if_else(has_zone, null, strings).cast(pa.timestamp("us")).view(target)
+            zoned = pc.cast(pc.if_else(has_zone, strings, null), target)
+            local = pc.cast(pc.if_else(has_zone, null, strings), pa.timestamp("us")).view(target)
             return pc.if_else(has_zone, zoned, local)
-        return strings.cast(target)
+        return pc.cast(strings, target)
 
     try:
         return convert(text)
     except (pa.ArrowException, ValueError):
         pass
     # Error path only: find the first offending value so the message can name it.
-    for value in pc.unique(text.drop_null()).to_pylist():
+    for value in pc.unique(pc.drop_null(text)).to_pylist():
         try:
             convert(pa.array([value], pa.string()))
         except (pa.ArrowException, ValueError):
@@ -124,7 +124,7 @@ def distinct_rows(values: pa.Array, names: Sequence[str]) -> tuple[list[tuple[st
 
 def _field_or_nulls(struct: pa.Array, name: str) -> pa.Array:
     if pa.types.is_struct(struct.type) and struct.type.get_field_index(name) >= 0:
-        return contiguous(struct.field(name)).cast(pa.string())
+        return pc.cast(contiguous(struct.field(name)), pa.string())
     return pa.nulls(len(struct), pa.string())
 
 

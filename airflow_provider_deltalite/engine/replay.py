@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from airflow_provider_deltalite.engine import actions as A
+from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.arrow_util import contiguous, int64_array, numpy_of
 from airflow_provider_deltalite.engine.checkpoint_reader import CheckpointContent, Superseded, checkpoint_file_actions
 from airflow_provider_deltalite.engine.commit_file import NonFileAction
@@ -30,9 +30,9 @@ def file_keys(paths: pa.Array, dvs: pa.Array, normalize) -> pa.Array:
     needs = pc.or_(needs, pc.starts_with(paths, "/"))
     if pc.any(needs).as_py():
         # only the paths that need it pass through Python; the others stay in Arrow
-        needs = needs.fill_null(False)
-        resolved = pa.array([normalize(p) for p in paths.filter(needs).to_pylist()], pa.string())
-        paths = pc.replace_with_mask(paths.cast(pa.string()), needs, resolved)
+        needs = pc.fill_null(needs, False)
+        resolved = pa.array([normalize(p) for p in pc.filter(paths, needs).to_pylist()], pa.string())
+        paths = pc.replace_with_mask(pc.cast(paths, pa.string()), needs, resolved)
     dvs = contiguous(dvs)
     if dvs.null_count == len(dvs):
         return paths
@@ -40,13 +40,13 @@ def file_keys(paths: pa.Array, dvs: pa.Array, normalize) -> pa.Array:
     dv_id = pc.binary_join_element_wise(
         dvs.field("storageType"),
         dvs.field("pathOrInlineDv"),
-        pc.if_else(offset.is_valid(), pc.binary_join_element_wise("@", offset, ""), ""),
+        pc.if_else(pc.is_valid(offset), pc.binary_join_element_wise("@", offset, ""), ""),
         "",
         null_handling="replace",
         null_replacement="",
     )
     # Files without a deletion vector keep the bare path as key, so the key does not depend on the batch.
-    return pc.if_else(dvs.is_valid(), pc.binary_join_element_wise(paths, dv_id, "\x1f"), paths)
+    return pc.if_else(pc.is_valid(dvs), pc.binary_join_element_wise(paths, dv_id, "\x1f"), paths)
 
 
 def reconcile(
@@ -94,18 +94,18 @@ def reconcile_commits(
 ) -> tuple[pa.Table, pa.Table, Superseded]:
     """The commits' own winners (newest action per logical file: live adds and tombstones), and the predicate that
     marks the rows of an older state (a checkpoint, an earlier replay) the commits touch, so those rows lose."""
-    add_keys = file_keys(adds.column("path"), adds.column("deletionVector"), normalize).cast(pa.string())
-    remove_keys = file_keys(removes.column("path"), removes.column("deletionVector"), normalize).cast(pa.string())
+    add_keys = pc.cast(file_keys(adds.column("path"), adds.column("deletionVector"), normalize), pa.string())
+    remove_keys = pc.cast(file_keys(removes.column("path"), removes.column("deletionVector"), normalize), pa.string())
     keys = pa.concat_arrays([add_keys, remove_keys])
     seq = pa.concat_arrays([contiguous(adds.column("_seq")), contiguous(removes.column("_seq"))])
     touched, winning = _newest_per_key(keys, seq)
-    live = adds.filter(pc.is_in(adds.column("_seq"), value_set=winning))
-    tombstones = removes.filter(pc.is_in(removes.column("_seq"), value_set=winning))
+    live = pc.filter(adds, pc.is_in(adds.column("_seq"), value_set=winning))
+    tombstones = pc.filter(removes, pc.is_in(removes.column("_seq"), value_set=winning))
 
     def superseded(paths: pa.Array, dvs: pa.Array) -> pa.Array:
         if not len(touched):
-            return pa.nulls(len(paths), pa.bool_()).fill_null(False)
-        return pc.is_in(file_keys(paths, dvs, normalize).cast(pa.string()), value_set=touched)
+            return pc.fill_null(pa.nulls(len(paths), pa.bool_()), False)
+        return pc.is_in(pc.cast(file_keys(paths, dvs, normalize), pa.string()), value_set=touched)
 
     return live, tombstones, superseded
 
@@ -129,7 +129,7 @@ def _surviving(rows: pa.Table, superseded: Callable[[pa.Array, pa.Array], pa.Arr
     gone = superseded(rows.column("path"), rows.column("deletionVector"))
     if not pc.any(gone).as_py():
         return rows
-    return rows.filter(pc.invert(gone))
+    return pc.filter(rows, pc.invert(gone))
 
 
 def latest_non_file_state(actions: Sequence[NonFileAction]) -> dict[str, Any]:

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.errors import DeltaLiteError, RowTrackingError
 from airflow_provider_deltalite.engine.properties import ENABLE_ROW_TRACKING
 from airflow_provider_deltalite.engine.properties import ROW_TRACKING_COMMIT_VERSION_COLUMN as COMMIT_VERSION_COLUMN
@@ -182,17 +182,17 @@ def ensure_row_tracking_consistent(snapshot: Snapshot) -> RowTrackingState:
         for field in _ROW_FIELDS:
             absent = pc.is_null(files.column(field))
             if pc.any(absent).as_py():
-                path = paths.filter(absent)[0].as_py()
+                path = pc.filter(paths, absent)[0].as_py()
                 raise RowTrackingError(
                     f"row tracking is enabled but data file {path} has no {field}: its rows' ids are unknown", uri
                 )
     unknown = pc.and_(pc.is_valid(base), pc.is_null(records))
     if pc.any(unknown).as_py():
-        path = paths.filter(unknown)[0].as_py()
+        path = pc.filter(paths, unknown)[0].as_py()
         raise RowTrackingError(
             f"data file {path} has a baseRowId but its stats have no numRecords: the row ids it uses are unknown", uri
         )
-    last = pc.subtract(pc.add(base.cast(pa.int64()), records.cast(pa.int64())), 1)
+    last = pc.subtract(pc.add(pc.cast(base, pa.int64()), pc.cast(records, pa.int64())), 1)
     # a file without rows takes baseRowId = mark + 1 and leaves the mark where it was, as the reference does
     above = pc.fill_null(pc.greater(last, state.high_water_mark), False)
     if pc.any(above).as_py():
@@ -317,7 +317,7 @@ def _stored(batch: pa.Table | pa.RecordBatch, name: str, path: str, table_uri: s
         raise RowTrackingError(
             f"data file {path}: materialised column {name} holds {column.type}, not integers", table_uri
         )
-    return column.cast(pa.int64())
+    return pc.cast(column, pa.int64())
 
 
 def split_materialized(

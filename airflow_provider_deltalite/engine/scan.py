@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine import data_files
 from airflow_provider_deltalite.engine.errors import DeltaLiteError, InvalidArgument, InvalidExpression
 from airflow_provider_deltalite.engine.expressions import (

@@ -8,9 +8,9 @@ from functools import cached_property
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from airflow_provider_deltalite.engine import actions as A
+from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.arrow_util import contiguous
 from airflow_provider_deltalite.engine.checkpoint_reader import read_checkpoint
 from airflow_provider_deltalite.engine.checkpoint_stream import (
@@ -376,7 +376,7 @@ def _in_partitions(rows: pa.Table, keep: BoundPartitionFilter) -> pa.Table:
     if not rows.num_rows:
         return rows
     mask = keep.mask_struct(rows.column("partitionValues"))
-    return rows if mask.all() else rows.filter(pa.array(mask))
+    return rows if mask.all() else pc.filter(rows, pa.array(mask))
 
 
 def _table_state(
@@ -587,7 +587,7 @@ def stream_snapshot(
         yield live, tombstones
 
     def removed_paths() -> pa.Array:
-        paths = [contiguous(removes.column("path")).cast(pa.string())]
+        paths = [pc.cast(contiguous(removes.column("path")), pa.string())]
         if sources is not None:
             paths.append(checkpoint_remove_paths(storage, sources))
         return pa.concat_arrays(paths)

@@ -28,8 +28,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.errors import InvalidTableProperty, SchemaError
 from airflow_provider_deltalite.engine.properties import (
     COLUMN_MAPPING_MODE,
@@ -74,7 +74,7 @@ def _plain(array: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
             return _plain(pa.chunked_array([c.dictionary_decode() for c in array.chunks], array.type.value_type))
         array = array.dictionary_decode()
     if pa.types.is_string_view(array.type) or pa.types.is_binary_view(array.type):
-        array = array.cast(pa.large_string())
+        array = pc.cast(array, pa.large_string())
     return array
 
 
@@ -97,7 +97,7 @@ def _extremes(leaf: Leaf, array: pa.Array | pa.ChunkedArray, prefix: int, table_
     assert kind is not None  # _update_leaf skips leaves without a kind
     if kind == "string":
         if pa.types.is_binary(t) or pa.types.is_large_binary(t):
-            array = array.cast(pa.large_string())  # old writers store UTF-8 text as plain binary
+            array = pc.cast(array, pa.large_string())  # old writers store UTF-8 text as plain binary
         elif not (pa.types.is_string(t) or pa.types.is_large_string(t)):
             raise _type_error(leaf, t, table_uri)
     elif not _TYPE_CHECKS[kind](t):

@@ -14,9 +14,9 @@ from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, InvalidOperation, local
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
+from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.arrow_util import contiguous, is_blank, is_string_type
 from airflow_provider_deltalite.engine.errors import CorruptLog
 
@@ -46,7 +46,7 @@ def as_string_array(stats_json: object, table_uri: str | None) -> pa.Array:
         return pa.nulls(len(array), pa.large_string())
     if pa.types.is_binary(array.type) or pa.types.is_large_binary(array.type):
         try:
-            return array.cast(pa.large_string())
+            return pc.cast(array, pa.large_string())
         except pa.ArrowInvalid:
             # invalid UTF-8 somewhere: keep the valid rows, the careful path nulls the rest
             return pa.array(
@@ -55,7 +55,7 @@ def as_string_array(stats_json: object, table_uri: str | None) -> pa.Array:
             )
     if not is_string_type(array.type):
         raise CorruptLog(f"file statistics must be strings, not {array.type}", table_uri)
-    return array.cast(pa.large_string())
+    return pc.cast(array, pa.large_string())
 
 
 def _read_json_batch(lines: pa.Array, json_type: pa.StructType) -> pa.StructArray:
@@ -97,8 +97,8 @@ def read_json(text: pa.Array, json_type: pa.StructType) -> tuple[pa.StructArray,
             return pa.nulls(len(text), json_type), None
         mask = present.to_numpy(zero_copy_only=False)
         positions = pa.array(np.cumsum(mask) - 1, pa.int64(), mask=~mask)
-        parsed, broken = _read_json_present(text.filter(present), json_type)
-        return parsed.take(positions), None if broken is None else pc.fill_null(broken.take(positions), False)
+        parsed, broken = _read_json_present(pc.filter(text, present), json_type)
+        return pc.take(parsed, positions), None if broken is None else pc.fill_null(pc.take(broken, positions), False)
     return _read_json_present(text, json_type)
 
 

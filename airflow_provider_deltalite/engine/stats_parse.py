@@ -11,9 +11,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from airflow_provider_deltalite.engine.arrow_util import contiguous, is_blank, is_string_type
+from airflow_provider_deltalite.engine import arrow_compute as pc
+from airflow_provider_deltalite.engine.arrow_util import contiguous, is_blank, is_string_type, struct_array
 from airflow_provider_deltalite.engine.errors import SchemaError
 from airflow_provider_deltalite.engine.expressions import parse_timestamp_text
 from airflow_provider_deltalite.engine.properties import COLUMN_MAPPING_PHYSICAL_NAME
@@ -184,16 +184,18 @@ def _to_timestamp(text: pa.Array, t: pa.TimestampType) -> pa.Array:
     try:
         zoned = pc.match_substring_regex(text, _ZONE_SUFFIX)
         null_text = pa.scalar(None, text.type)
-        with_zone = pc.if_else(zoned, text, null_text).cast(pa.timestamp(t.unit, "UTC"))
-        without_zone = pc.if_else(zoned, null_text, text).cast(pa.timestamp(t.unit)).cast(pa.timestamp(t.unit, "UTC"))
-        return pc.coalesce(with_zone, without_zone).cast(t)
+        with_zone = pc.cast(pc.if_else(zoned, text, null_text), pa.timestamp(t.unit, "UTC"))
+        without_zone = pc.cast(
+            pc.cast(pc.if_else(zoned, null_text, text), pa.timestamp(t.unit)), pa.timestamp(t.unit, "UTC")
+        )
+        return pc.cast(pc.coalesce(with_zone, without_zone), t)
     except pa.ArrowException:
         return _per_element(text, t, _timestamp_value(t))
 
 
 def _to_date(text: pa.Array, t: pa.DataType) -> pa.Array:
     try:
-        return text.cast(pa.date32()).cast(t)
+        return pc.cast(pc.cast(text, pa.date32()), t)
     except pa.ArrowException:
         return _per_element(text, t, lambda v: dt.date.fromisoformat(str(v).strip()[:10]))
 
@@ -209,7 +211,7 @@ def _cast_leaf(values: pa.Array, t: pa.DataType) -> pa.Array:
     if values.type == t:
         return values
     try:
-        return values.cast(t)
+        return pc.cast(values, t)
     except pa.ArrowException:
         return _per_element(values, t, lambda v: v)
 
@@ -220,10 +222,8 @@ def _child(values: pa.StructArray, name: str) -> pa.Array | None:
 
 
 def _struct(children: list[pa.Array], fields: list[pa.Field], parent: pa.Array | None, n: int) -> pa.StructArray:
-    mask = (
-        pc.is_null(parent) if parent is not None else pa.repeat(pa.scalar(True), n) if n else pa.array([], pa.bool_())
-    )
-    return pa.StructArray.from_arrays(children, fields=fields, mask=mask)
+    valid = pc.is_valid(parent) if parent is not None else pa.repeat(pa.scalar(False), n)
+    return struct_array(children, fields, valid)
 
 
 def _minmax_section(parsed: pa.Array | None, columns: tuple[_Column, ...] | list[_Column], n: int) -> pa.StructArray:
@@ -316,8 +316,8 @@ def parse_stats(
     if broken is not None:
         mask = pc.or_(mask, broken)
     out_type = _stats_struct(min_values.type, null_count.type)
-    return pa.StructArray.from_arrays(
-        [num_records, tight_bounds, min_values, max_values, null_count], fields=list(out_type), mask=mask
+    return struct_array(
+        [num_records, tight_bounds, min_values, max_values, null_count], list(out_type), pc.invert(mask)
     )
 
 
@@ -330,10 +330,10 @@ def record_counts(raw: pa.Array, table_uri: str | None = None) -> pa.Array:
     first, the other strings parsed as JSON."""
     if not len(raw):
         return pa.array([], pa.int64())
-    text = raw if pa.types.is_string(raw.type) or pa.types.is_large_string(raw.type) else raw.cast(pa.string())
+    text = raw if pa.types.is_string(raw.type) or pa.types.is_large_string(raw.type) else pc.cast(raw, pa.string())
     found = pc.cast(pc.struct_field(pc.extract_regex(text, _NUM_RECORDS_FIRST), "n"), pa.int64())
-    rest = pc.and_(text.is_valid(), found.is_null())
+    rest = pc.and_(pc.is_valid(text), pc.is_null(found))
     if not pc.any(rest).as_py():
         return found
-    parsed = parse_stats(text.filter(rest), pa.schema([]), table_uri=table_uri).field("numRecords")
-    return pc.replace_with_mask(found, rest, contiguous(parsed).cast(pa.int64()))
+    parsed = parse_stats(pc.filter(text, rest), pa.schema([]), table_uri=table_uri).field("numRecords")
+    return pc.replace_with_mask(found, rest, pc.cast(contiguous(parsed), pa.int64()))

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.errors import SchemaError
 
 VARIANT_STORAGE = pa.struct([pa.field("metadata", pa.binary(), nullable=False), pa.field("value", pa.binary(), False)])

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.errors import InvalidExpression
 from airflow_provider_deltalite.engine.expressions.literals import LiteralMismatch, coerce_literal
 from airflow_provider_deltalite.engine.expressions.nodes import (

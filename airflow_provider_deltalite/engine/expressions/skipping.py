@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.errors import DeltaLiteError, InvalidExpression
 from airflow_provider_deltalite.engine.expressions.arrow import as_array, compare_with_literal, constant_mask
 from airflow_provider_deltalite.engine.expressions.nodes import (

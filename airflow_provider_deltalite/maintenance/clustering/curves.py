@@ -23,8 +23,8 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.maintenance.options import CURVES, DEFAULT_NUM_RANGES
 
 # Delta types a range id can be computed for (decimals and timestamps by prefix): what a clustering column may be

@@ -45,8 +45,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.conform import delta_schema_to_arrow
 from airflow_provider_deltalite.engine.expressions import column_path
 from airflow_provider_deltalite.engine.rewrite import (

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.arrow_util import contiguous
 from airflow_provider_deltalite.engine.partition_values import distinct_rows, parse_partition_values
 from airflow_provider_deltalite.engine.snapshot import Snapshot
@@ -55,7 +55,7 @@ class PartitionRegistry:
         mapping = np.fromiter((self.register(values) for values in rows), np.int64, len(rows))
         ids = mapping[inverse]
         if pv.null_count:
-            ids = np.where(pv.is_valid().to_numpy(zero_copy_only=False), ids, -1)
+            ids = np.where(pc.is_valid(pv).to_numpy(zero_copy_only=False), ids, -1)
         return ids
 
     def register(self, values: tuple[str | None, ...]) -> int:
@@ -137,9 +137,9 @@ class HealthAccumulator:
             return
         paths = contiguous(live.column("path"))
         if len(removed_paths):
-            self.relive.append(paths.filter(pc.is_in(paths, value_set=removed_paths).fill_null(False)))
+            self.relive.append(pc.filter(paths, pc.fill_null(pc.is_in(paths, value_set=removed_paths), False)))
         groups = self.partitions.ids(live.column("partitionValues"))
-        sizes = contiguous(live.column("size")).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        sizes = pc.fill_null(contiguous(live.column("size")), 0).to_numpy(zero_copy_only=False).astype(np.int64)
         raw_stats = contiguous(live.column("stats"))
         if self._schema is not None:
             stats = self.snap.parse_file_stats(raw_stats, self._schema)
@@ -153,11 +153,11 @@ class HealthAccumulator:
         else:
             records = record_counts(raw_stats, self.snap.table_uri)
         self.files += len(sizes)
-        self.with_records += int(records.is_valid().to_numpy(zero_copy_only=False).sum())
-        rows = records.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        self.with_records += int(pc.is_valid(records).to_numpy(zero_copy_only=False).sum())
+        rows = pc.fill_null(records, 0).to_numpy(zero_copy_only=False).astype(np.int64)
         dv = contiguous(live.column("deletionVector"))
-        has_dv = dv.is_valid().to_numpy(zero_copy_only=False)
-        deleted = np.where(has_dv, dv.field("cardinality").fill_null(0).to_numpy(zero_copy_only=False), 0)
+        has_dv = pc.is_valid(dv).to_numpy(zero_copy_only=False)
+        deleted = np.where(has_dv, pc.fill_null(dv.field("cardinality"), 0).to_numpy(zero_copy_only=False), 0)
         small = sizes < self.min_file_size
         counts, sums = bucket_counts(sizes, SIZE_BUCKET_EDGES)
         self.histogram = (self.histogram[0] + counts, self.histogram[1] + sums)
@@ -207,7 +207,7 @@ class HealthAccumulator:
         """Count the dead tombstones per partition; returns their partition ids (-1: none)."""
         groups = self.partitions.ids(dead.column("partitionValues")) if dead.num_rows else np.zeros(0, np.int64)
         attributed = groups >= 0
-        sizes = contiguous(dead.column("size")).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        sizes = pc.fill_null(contiguous(dead.column("size")), 0).to_numpy(zero_copy_only=False).astype(np.int64)
         self._add_per_group("dead", groups[attributed], np.ones(int(attributed.sum()), np.int64))
         self._add_per_group("dead_bytes", groups[attributed], sizes[attributed])
         return groups

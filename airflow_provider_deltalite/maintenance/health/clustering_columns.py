@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.clustering_domain import clustering_spec
 from airflow_provider_deltalite.engine.errors import InvalidArgument, InvalidExpression
 from airflow_provider_deltalite.engine.expressions import column_path, format_column
@@ -135,5 +135,5 @@ def _field(array: pa.Array, name: str) -> pa.Array:
     # StructArray.field ignores the parent's nulls: a null struct must make its fields null
     child = array.field(name)
     if array.null_count:
-        child = pc.if_else(array.is_valid(), child, pa.nulls(len(child), child.type))
+        child = pc.if_else(pc.is_valid(array), child, pa.nulls(len(child), child.type))
     return child

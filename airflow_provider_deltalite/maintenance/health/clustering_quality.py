@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
+
+from airflow_provider_deltalite.engine import arrow_compute as pc
 
 
 @dataclass(frozen=True)
@@ -36,14 +37,14 @@ def group_clustering(mins: pa.Array, maxs: pa.Array, groups: np.ndarray, n_group
         groups: the group (partition) index of each file, ``0 <= groups[i] < n_groups``.
     """
     zeros = np.zeros(n_groups, np.int64)
-    valid = pc.and_(mins.is_valid(), maxs.is_valid()).to_numpy(zero_copy_only=False)
+    valid = pc.and_(pc.is_valid(mins), pc.is_valid(maxs)).to_numpy(zero_copy_only=False)
     if not valid.any():
         return GroupClustering(zeros, zeros.astype(np.float64), zeros.copy(), zeros.copy(), zeros.copy())
     keep = pa.array(valid)
-    lo_values, hi_values = mins.filter(keep), maxs.filter(keep)
+    lo_values, hi_values = pc.filter(mins, keep), pc.filter(maxs, keep)
     g = np.asarray(groups, np.int64)[valid]
     n = len(lo_values)
-    ranks_np, stride = _ordered_keys(pa.concat_arrays([lo_values, hi_values.cast(lo_values.type)]), n_groups)
+    ranks_np, stride = _ordered_keys(pa.concat_arrays([lo_values, pc.cast(hi_values, lo_values.type)]), n_groups)
     lo = g * stride + ranks_np[:n]
     hi = g * stride + ranks_np[n:]
     # a max below its min (a writer's bug) would count negatively: treat the file as the point of its min
@@ -88,8 +89,8 @@ def _ordered_keys(values: pa.Array, n_groups: int) -> tuple[np.ndarray, int]:
     anything else is ranked directly."""
     kind = values.type
     if kind in _INT_TYPES or pa.types.is_timestamp(kind):
-        whole = values.cast(pa.int32()) if kind == pa.date32() else values  # no direct date32 -> int64 cast
-        ints = whole.cast(pa.int64()).to_numpy(zero_copy_only=False)
+        whole = pc.cast(values, pa.int32()) if kind == pa.date32() else values  # no direct date32 -> int64 cast
+        ints = pc.cast(whole, pa.int64()).to_numpy(zero_copy_only=False)
         low = int(ints.min())
         span = int(ints.max()) - low + 1
         if (span + 1) * n_groups < _KEY_LIMIT:

@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.arrow_util import contiguous
 from airflow_provider_deltalite.maintenance.health.metrics import Tombstones
 
@@ -25,20 +25,20 @@ def dead_tombstones(tombstones: pa.Table, live_paths: pa.Array) -> pa.Table:
     paths = contiguous(tombstones.column("path"))
     live = contiguous(live_paths)
     # hash the few tombstones and scan the many live paths, not the other way round (1M live paths: 0.05 s, not 0.9)
-    relive = live.filter(pc.is_in(live, value_set=paths).fill_null(False))
+    relive = pc.filter(live, pc.fill_null(pc.is_in(live, value_set=paths), False))
     if len(relive):
-        tombstones = tombstones.filter(pc.invert(pc.is_in(paths, value_set=relive)).fill_null(True))
+        tombstones = pc.filter(tombstones, pc.fill_null(pc.invert(pc.is_in(paths, value_set=relive)), True))
         paths = contiguous(tombstones.column("path"))
     if pc.count_distinct(paths).as_py() == len(paths):
         return tombstones
-    deleted = contiguous(tombstones.column("deletionTimestamp")).fill_null(0)
+    deleted = pc.fill_null(contiguous(tombstones.column("deletionTimestamp")), 0)
     order = pc.sort_indices(
         pa.table({"p": paths, "d": deleted}), sort_keys=[("p", "ascending"), ("d", "descending")]
     ).to_numpy()
-    ordered = paths.take(pa.array(order))
+    ordered = pc.take(paths, pa.array(order))
     first = np.ones(len(order), bool)
     first[1:] = pc.not_equal(ordered.slice(1), ordered.slice(0, len(order) - 1)).to_numpy(zero_copy_only=False)
-    return tombstones.take(pa.array(np.sort(order[first])))
+    return pc.take(tombstones, pa.array(np.sort(order[first])))
 
 
 def tombstone_figures(tombstones: pa.Table, retention_ms: int, now_ms: int) -> Tombstones:
@@ -47,9 +47,9 @@ def tombstone_figures(tombstones: pa.Table, retention_ms: int, now_ms: int) -> T
     A tombstone becomes reclaimable at ``deletionTimestamp + retention_ms`` (VACUUM's horizon, ``now - retention``,
     must pass its deletion time); one without a deletionTimestamp counts as deleted at the epoch, as VACUUM reads it.
     """
-    deleted = contiguous(tombstones.column("deletionTimestamp")).fill_null(0).to_numpy(zero_copy_only=False)
+    deleted = pc.fill_null(contiguous(tombstones.column("deletionTimestamp")), 0).to_numpy(zero_copy_only=False)
     size_column = contiguous(tombstones.column("size"))
-    sizes = size_column.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    sizes = pc.fill_null(size_column, 0).to_numpy(zero_copy_only=False).astype(np.int64)
     due = deleted.astype(np.int64) + retention_ms
     reclaimable = due < now_ms
     pending = due[~reclaimable]

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import pyarrow.compute as pc
-
+from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.maintenance.history.table import read_history
 
 REWRITES = ("purge", "optimize", "cluster", "zorder")

@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.clustering_domain import clustering_spec
 from airflow_provider_deltalite.engine.errors import InvalidArgument
 from airflow_provider_deltalite.engine.snapshot import Snapshot
@@ -298,7 +298,7 @@ def _reclaimable(stones: pa.Table, horizon_ms: int) -> tuple[int, int]:
         return 0, 0
     old = pc.less(stones.column("deletionTimestamp"), horizon_ms)
     sizes = pc.filter(stones.column("size"), old)
-    return int(pc.sum(old.cast("int64")).as_py() or 0), int(pc.sum(sizes).as_py() or 0)
+    return int(pc.sum(pc.cast(old, "int64")).as_py() or 0), int(pc.sum(sizes).as_py() or 0)
 
 
 def _checkpoint(

@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.arrow_util import contiguous
 from airflow_provider_deltalite.engine.clustering_domain import clustering_spec
 from airflow_provider_deltalite.engine.partition_filter import bind_partition_predicate
@@ -118,8 +118,8 @@ class PartitionTriggers:
         if not n:
             return
         pv = contiguous(live.column("partitionValues"))
-        sizes = contiguous(live.column("size")).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-        has_dv = contiguous(live.column("deletionVector")).is_valid().to_numpy(zero_copy_only=False)
+        sizes = pc.fill_null(contiguous(live.column("size")), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        has_dv = pc.is_valid(contiguous(live.column("deletionVector"))).to_numpy(zero_copy_only=False)
         ids = self.sizes.add(pv, sizes, np.asarray(has_dv, dtype=bool))
         m = len(self.sizes.values)
         if self._counts.shape[1] < m:
@@ -133,7 +133,7 @@ class PartitionTriggers:
         if tags.null_count < n:
             encoded = pc.dictionary_encode(tags)
             values = encoded.dictionary.to_pylist()
-            code = encoded.indices.fill_null(len(values)).to_numpy(zero_copy_only=False).astype(np.int64)
+            code = pc.fill_null(encoded.indices, len(values)).to_numpy(zero_copy_only=False).astype(np.int64)
             pairs, counts = np.unique(ids.astype(np.int64) * (len(values) + 1) + code, return_counts=True)
             for pair, count in zip(pairs.tolist(), counts.tolist(), strict=True):
                 number, c = divmod(pair, len(values) + 1)
@@ -165,15 +165,15 @@ class PartitionTriggers:
         """Whether each file's deletion vector removes more than the ratio of its rows (`candidates._deleted_share`:
         all of them when the file has no row count)."""
         dv = contiguous(live.column("deletionVector"))
-        has = np.asarray(dv.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        has = np.asarray(pc.is_valid(dv).to_numpy(zero_copy_only=False), dtype=bool)
         over = np.zeros(len(has), dtype=bool)
         if not has.any():
             return over
         where = np.flatnonzero(has)
         chosen = pa.array(where)
-        records = record_counts(contiguous(live.column("stats")).take(chosen), self.uri)
-        rows = records.fill_null(0).to_numpy(zero_copy_only=False).astype(np.float64)
-        cardinality = dv.field("cardinality").take(chosen).fill_null(0).to_numpy(zero_copy_only=False)
+        records = record_counts(pc.take(contiguous(live.column("stats")), chosen), self.uri)
+        rows = pc.fill_null(records, 0).to_numpy(zero_copy_only=False).astype(np.float64)
+        cardinality = pc.fill_null(pc.take(dv.field("cardinality"), chosen), 0).to_numpy(zero_copy_only=False)
         with np.errstate(divide="ignore", invalid="ignore"):
             share = np.where(rows > 0, np.minimum(1.0, cardinality.astype(np.float64) / rows), 1.0)
         over[where] = share > self.ratio
@@ -193,7 +193,7 @@ def _tag_values(live: pa.Table) -> pa.Array:
         return pa.nulls(n, pa.string())
     tags = contiguous(live.column("tags"))
     if pa.types.is_map(tags.type):
-        return contiguous(pc.map_lookup(tags, pa.scalar(TAG_COLUMNS), "first")).cast(pa.string())
+        return pc.cast(contiguous(pc.map_lookup(tags, pa.scalar(TAG_COLUMNS), "first")), pa.string())
     if pa.types.is_null(tags.type):
         return pa.nulls(n, pa.string())
     values = [dict(t).get(TAG_COLUMNS) if t else None for t in tags.to_pylist()]

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 
+from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.partition_values import distinct_rows
 from airflow_provider_deltalite.maintenance.bin_packing import pack_runs
 from airflow_provider_deltalite.maintenance.planner.candidates import Candidate, compaction_candidate
@@ -74,7 +75,7 @@ class PartitionSizes:
         canonical = ({n: None if v == "" else v for n, v in zip(names, row, strict=True)} for row in rows)
         lookup = np.fromiter((self._number(values) for values in canonical), np.int32, len(rows))
         ids = lookup[inverse]
-        valid = np.asarray(pv.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        valid = np.asarray(pc.is_valid(pv).to_numpy(zero_copy_only=False), dtype=bool)
         if not valid.all():
             ids[~valid] = self._number({})  # a file without partition values: `candidates` files it under {}
         return ids

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-import pyarrow.compute as pc
-
+from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.maintenance.vacuum.listing import ListedDir
 from airflow_provider_deltalite.maintenance.vacuum.plan import VacuumPlan

@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.arrow_util import contiguous
 from airflow_provider_deltalite.engine.errors import CheckpointUnreadable, CorruptLog, redact_uri
 from airflow_provider_deltalite.engine.snapshot import Snapshot, load_snapshot

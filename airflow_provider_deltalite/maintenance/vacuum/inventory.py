@@ -26,8 +26,8 @@ from typing import Any
 from urllib.parse import unquote_plus
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.errors import InvalidInventory
 from airflow_provider_deltalite.engine.storage import Storage
 from airflow_provider_deltalite.maintenance.vacuum.listing import ListedDir

@@ -17,8 +17,8 @@ from typing import Any
 from urllib.parse import unquote
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.arrow_util import contiguous
 from airflow_provider_deltalite.engine.deletion_vectors import dv_absolute_path
 from airflow_provider_deltalite.engine.errors import CorruptLog

@@ -13,8 +13,8 @@ from functools import cached_property
 from typing import overload
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.errors import CheckpointUnreadable, CorruptLog
 from airflow_provider_deltalite.engine.snapshot import Snapshot, stream_snapshot
 from airflow_provider_deltalite.engine.storage import Storage

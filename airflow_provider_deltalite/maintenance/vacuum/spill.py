@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.maintenance.bin_packing import pack_greedy
 
 # What a spilled path is to VACUUM.
