@@ -732,6 +732,7 @@ def main() -> int:
     }
     if args.merge and RESULTS.exists():
         targets = merge_previous(report, targets, json.loads(RESULTS.read_text()), med, small, reads, s3)
+        report["targets"] = targets  # the file keeps every part's verdict, not only this run's
     print()
     h.print_targets(targets, value_format="{:.3f}")
     shutil.rmtree(WORK, ignore_errors=True)
