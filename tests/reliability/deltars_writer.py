@@ -129,9 +129,15 @@ def apply(command: Mapping[str, Any]) -> dict[str, Any]:
     return report
 
 
+# What a delta-rs read of a Parquet object replaced under it says: pages that no longer decode, or (the new object
+# being shorter than the one it listed) a byte range past the end, "Requested range was invalid" on a local table.
+TORN_READ_MESSAGES = ("Parquet error", "Requested range was invalid")
+
+
 def torn_read(report: dict[str, Any]) -> bool:
     """A delta-rs operation that failed reading a Parquet object which another writer replaced under it."""
-    return report["error"] == "DeltaError" and "Parquet error" in (report.get("message") or "")
+    message = report.get("message") or ""
+    return report["error"] == "DeltaError" and any(m in message for m in TORN_READ_MESSAGES)
 
 
 def serve() -> None:
@@ -173,8 +179,9 @@ def stress(args: argparse.Namespace) -> None:
             # rewrites the same files all the time, and a DML that only ever lost would leave its kind untested.
             # A torn read is retried too: a delta-rs writer replaces the checkpoint of a version it committed with a
             # plain PUT even when we checkpointed that version first, and a delta-rs reader that had read the old
-            # object's footer then reads the new object's pages ("Parquet error: ..."). Nothing was committed; a
-            # delta-rs user retries it. The report counts them (``torn_reads``).
+            # object's footer then reads the new object's pages ("Parquet error: ...") or, the new object being
+            # shorter, past its end. Nothing was committed; a delta-rs user retries it. The report counts them
+            # (``torn_reads``).
             torn = 0
             for _ in range(RETRIES):
                 report = apply({**base, **command, "tag": tag})

@@ -39,7 +39,7 @@ from airflow_provider_deltalite.engine.errors import CommitTooLate, ConcurrentMo
 from airflow_provider_deltalite.maintenance import rewrites
 from airflow_provider_deltalite.maintenance.vacuum import run as vacuum_run
 from tests.moto_server import deltars_s3_options
-from tests.reliability.deltars_writer import apply
+from tests.reliability.deltars_writer import apply, torn_read
 from tests.reliability.ledger import (
     Ledger,
     Versions,
@@ -276,6 +276,17 @@ def _tombstone_times(table: DeltaTable, latest: int) -> dict[str, int]:
                 path = unquote(remove["path"])
                 times[path] = max(times.get(path, 0), int(remove["deletionTimestamp"]))
     return times
+
+
+def test_a_torn_read_is_told_from_other_failures() -> None:
+    # the two ways a delta-rs read of a checkpoint replaced under it fails, as delta-rs 1.6.3 words them
+    torn = [
+        "Kernel error: Arrow error: External: Generic LocalFileSystem error: Requested range was invalid",
+        "Generic error: Parquet error: Corrupt footer",
+    ]
+    other = ["Generic LocalFileSystem error: Object at location x not found", "Schema error: invalid data type"]
+    assert [torn_read({"error": "DeltaError", "message": m}) for m in torn + other] == [True, True, False, False]
+    assert torn_read({"error": "CommitFailedError", "message": torn[0]}) is False
 
 
 def test_three_deltars_writers_during_maintenance(target: dict[str, Any], tmp_path: Path) -> None:
