@@ -72,7 +72,14 @@ def struct_array(children: Sequence[pa.Array], fields: Sequence[pa.Field], valid
     ``StructArray.from_arrays(mask=...)`` inverts its mask through `pyarrow.compute`, whose import is 55-70 ms of a
     short command (`arrow_compute`); ``valid`` is the validity bitmap itself.
     """
+    return pa.Array.from_buffers(pa.struct(list(fields)), len(valid), [validity_bitmap(valid)], children=list(children))
+
+
+def validity_bitmap(valid: pa.BooleanArray) -> pa.Buffer | None:
+    """The validity bitmap of an array that is null where ``valid`` (no nulls of its own) is false; None when every
+    value is valid. The buffer of ``valid`` itself when it starts at bit 0."""
+    if valid.false_count == 0:
+        return None
     if valid.offset:
         valid = pa.concat_arrays([valid])  # a bitmap starts at bit 0
-    bitmap = None if valid.false_count == 0 else valid.buffers()[1]
-    return pa.Array.from_buffers(pa.struct(list(fields)), len(valid), [bitmap], children=list(children))
+    return valid.buffers()[1]

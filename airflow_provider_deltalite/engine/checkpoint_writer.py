@@ -30,7 +30,13 @@ import pyarrow.parquet as pq
 
 from airflow_provider_deltalite.engine import actions as A
 from airflow_provider_deltalite.engine import arrow_compute as pc
-from airflow_provider_deltalite.engine.arrow_util import bool_array, contiguous, int64_array
+from airflow_provider_deltalite.engine.arrow_util import (
+    bool_array,
+    contiguous,
+    int64_array,
+    struct_array,
+    validity_bitmap,
+)
 from airflow_provider_deltalite.engine.checkpoint_file import write_or_reuse
 from airflow_provider_deltalite.engine.conform import delta_schema_to_arrow
 from airflow_provider_deltalite.engine.crash_points import crash_point
@@ -164,7 +170,7 @@ def _map_array(offsets: np.ndarray, keys: pa.Array, items: pa.Array, valid: np.n
     """A string map array from its parts, null where ``valid`` is false (built from buffers: `MapArray.from_arrays`
     inverts a mask through `pyarrow.compute`, whose 55-70 ms import is more than the rest of a small commit)."""
     entries = pa.StructArray.from_arrays([keys, items], fields=[A.STRING_MAP.key_field, A.STRING_MAP.item_field])
-    validity = None if valid.all() else bool_array(valid).buffers()[1]
+    validity = validity_bitmap(bool_array(valid))
     data = pa.py_buffer(np.ascontiguousarray(offsets, dtype=np.int32))
     return pa.Array.from_buffers(A.STRING_MAP, len(valid), [validity, data], children=[entries])
 
@@ -182,7 +188,7 @@ def _prune_empty_structs(array: pa.Array) -> pa.Array | None:
             kept_fields.append(pa.field(field.name, pruned.type, field.nullable))
     if not kept_fields:
         return None
-    return pa.StructArray.from_arrays(kept_arrays, fields=kept_fields, mask=pc.is_null(array))
+    return struct_array(kept_arrays, kept_fields, pc.is_valid(array))
 
 
 def _stats_parsed(snapshot: Snapshot, stats: pa.Array) -> pa.Array | None:
@@ -197,7 +203,7 @@ def _stats_parsed(snapshot: Snapshot, stats: pa.Array) -> pa.Array | None:
     order = ("numRecords", "minValues", "maxValues", "nullCount")
     arrays = [parsed.field(name) for name in order] + [tight]
     fields = [parsed.type.field(name) for name in order] + [pa.field("tightBounds", pa.bool_())]
-    return _prune_empty_structs(pa.StructArray.from_arrays(arrays, fields=fields, mask=pc.is_null(parsed)))
+    return _prune_empty_structs(struct_array(arrays, fields, pc.is_valid(parsed)))
 
 
 def _partition_values_parsed(snapshot: Snapshot) -> pa.Array | None:

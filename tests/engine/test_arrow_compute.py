@@ -13,6 +13,7 @@ import pytest
 
 import airflow_provider_deltalite
 from airflow_provider_deltalite.engine import arrow_compute as pc
+from airflow_provider_deltalite.engine.arrow_util import struct_array, validity_bitmap
 
 PACKAGE = Path(airflow_provider_deltalite.__file__).parent
 
@@ -130,3 +131,19 @@ def test_misuse_is_refused_as_pyarrow_compute_refuses_it() -> None:
         pc.field(1.5)
     with pytest.raises(AttributeError, match="no attribute 'no_such_kernel'"):
         pc.no_such_kernel  # noqa: B018
+
+
+@pytest.mark.parametrize("offset", [0, 3])
+@pytest.mark.parametrize("valid", [[True, True, True], [True, False, True], [False, False, False]])
+def test_a_struct_from_its_validity_is_what_from_arrays_with_a_mask_builds(offset: int, valid: list[bool]) -> None:
+    # arrow_util.struct_array and validity_bitmap, which the checkpoint reader and writer use instead of
+    # `StructArray.from_arrays(mask=...)` (that inverts its mask through pyarrow.compute)
+    padded = pa.array([False] * offset + valid).slice(offset)
+    children = [pa.array([1, 2, 3]), pa.array(["a", None, "c"])]
+    fields = [pa.field("x", pa.int64()), pa.field("y", pa.string())]
+    ours = struct_array(children, fields, padded)
+    ours.validate(full=True)
+    theirs = pa.StructArray.from_arrays(children, fields=fields, mask=real.invert(padded))
+    assert ours.to_pylist() == theirs.to_pylist()
+    assert ours.null_count == valid.count(False)
+    assert (validity_bitmap(padded) is None) == all(valid)
