@@ -53,8 +53,9 @@ HEAVY = {
 }
 
 # Runs one command in a fresh interpreter, then reports on stderr which HEAVY packages and which of our maintenance
-# modules it imported, whether it imported `pyarrow.compute` (the engine calls kernels through `arrow_compute`), and
-# whether pandas still imports afterwards (the block is scoped to the command).
+# modules it imported, whether it imported `pyarrow.compute` (the engine calls kernels through `arrow_compute`) and the
+# expression modules (loaded where a predicate is parsed), and whether pandas still imports afterwards (the block is
+# scoped to the command).
 RUNNER = """
 import json, sys
 from airflow_provider_deltalite.cli import main
@@ -65,6 +66,7 @@ report = {
     "heavy": sorted({m.partition(".")[0] for m in sys.modules} & heavy),
     "maintenance": sorted(m for m in sys.modules if m.startswith("airflow_provider_deltalite.maintenance.")),
     "pyarrow.compute": "pyarrow.compute" in sys.modules,
+    "expressions": "airflow_provider_deltalite.engine.expressions" in sys.modules,
 }
 import pandas
 report["pandas_after"] = pandas.__name__
@@ -102,18 +104,15 @@ def test_describe_and_optimize_import_nothing_heavy(tmp_path: Path) -> None:
         "heavy": [],
         "maintenance": loaded,
         "pyarrow.compute": False,
+        "expressions": False,
         "pandas_after": "pandas",
     }
     oracle = deltalake.DeltaTable(str(table))
     assert (doc["version"], doc["numFiles"]) == (oracle.version(), len(oracle.file_uris())) == (2, 6)
 
     stats, report = run_command("optimize", "--json", "--compression", "zstd", str(table))
-    assert (report["code"], report["heavy"], report["pyarrow.compute"], report["pandas_after"]) == (
-        0,
-        [],
-        False,
-        "pandas",
-    )
+    assert (report["code"], report["heavy"], report["pyarrow.compute"], report["expressions"]) == (0, [], False, False)
+    assert report["pandas_after"] == "pandas"
     assert "airflow_provider_deltalite.maintenance.optimize" in report["maintenance"]
     # nor health's modules, nor the other commands' (the CLI loads the one command it runs)
     assert not [m for m in report["maintenance"] if ".vacuum" in m or ".changes" in m or ".health" in m]
@@ -123,6 +122,18 @@ def test_describe_and_optimize_import_nothing_heavy(tmp_path: Path) -> None:
     assert sorted(oracle.to_pyarrow_table().column("id").to_pylist()) == list(range(30))
     codecs = {pq.ParquetFile(uri).metadata.row_group(0).column(0).compression for uri in oracle.file_uris()}
     assert codecs == {"ZSTD"}
+
+
+def test_optimize_with_where_loads_the_expressions_it_needs(tmp_path: Path) -> None:
+    table = tmp_path / "t"
+    write_table(table, 3)
+    stats, report = run_command("optimize", "--json", "--where", "p = 'x'", str(table))
+    assert (report["code"], report["expressions"]) == (0, True)
+    oracle = deltalake.DeltaTable(str(table))
+    # only partition x's three files were compacted; y's three stay
+    assert (stats["numFilesRemoved"], stats["numFilesAdded"], oracle.version()) == (3, 1, 3)
+    assert sorted(Path(uri).parent.name for uri in oracle.file_uris()) == ["p=x", "p=y", "p=y", "p=y"]
+    assert sorted(oracle.to_pyarrow_table().column("id").to_pylist()) == list(range(30))
 
 
 def test_a_bad_codec_is_one_line_and_writes_nothing(tmp_path: Path) -> None:

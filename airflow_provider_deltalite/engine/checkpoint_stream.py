@@ -46,7 +46,6 @@ from airflow_provider_deltalite.engine.commit_file import (
 )
 from airflow_provider_deltalite.engine.conform import delta_type_to_arrow
 from airflow_provider_deltalite.engine.errors import CheckpointUnreadable, CorruptLog
-from airflow_provider_deltalite.engine.expressions import may_match_stats
 from airflow_provider_deltalite.engine.log_path import LOG_DIR, SIDECAR_DIR
 from airflow_provider_deltalite.engine.log_segment import CheckpointRef
 from airflow_provider_deltalite.engine.partition_filter import BoundPartitionFilter
@@ -418,6 +417,8 @@ def _row_group_may_match(pf: pq.ParquetFile, rg: int, keep: BoundPartitionFilter
     Spark, deltalite and older delta-rs write ``add.partitionValues_parsed`` in checkpoints; its column chunk
     statistics let a planner of one partition skip the row groups of the others without decoding them.
     """
+    from airflow_provider_deltalite.engine.expressions import may_match_stats  # with a predicate only
+
     meta = pf.metadata.row_group(rg)
     n = meta.num_rows
 

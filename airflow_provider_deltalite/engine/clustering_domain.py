@@ -21,7 +21,6 @@ from typing import Any
 
 from airflow_provider_deltalite.engine.column_mapping import physical_name
 from airflow_provider_deltalite.engine.errors import CorruptLog
-from airflow_provider_deltalite.engine.expressions import format_column
 
 CLUSTERING_FEATURES = ("clustering", "liquid")
 CLUSTERING_DOMAINS = ("delta.clustering", "delta.liquid")
@@ -39,6 +38,9 @@ class ClusteringColumn:
     @property
     def name(self) -> str:
         """The logical name as Delta writes it in tags and commit parameters (``a``, ``s.b``, ```a.b```)."""
+        # every OPTIMIZE reads the clustering domain; only a clustered table needs the expression modules
+        from airflow_provider_deltalite.engine.expressions import format_column
+
         return format_column(self.logical)
 
     @property

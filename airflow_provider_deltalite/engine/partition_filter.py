@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -25,11 +25,14 @@ from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.column_mapping import column_mapping_mode, physical_name
 from airflow_provider_deltalite.engine.conform import delta_schema_to_arrow
 from airflow_provider_deltalite.engine.errors import InvalidExpression
-from airflow_provider_deltalite.engine.expressions import bind, expression_columns, may_match_partitions
-from airflow_provider_deltalite.engine.expressions.nodes import Expr
-from airflow_provider_deltalite.engine.expressions.parser import parse_expression
 from airflow_provider_deltalite.engine.partition_values import parse_partition_values
 from airflow_provider_deltalite.engine.schema import parse_schema_string
+
+if TYPE_CHECKING:
+    from airflow_provider_deltalite.engine.expressions.nodes import Expr
+
+# The expression modules are imported where a predicate is parsed or evaluated: every snapshot imports this module,
+# and a command without a predicate (a whole-table OPTIMIZE, describe) does without their 15-20 ms.
 
 
 def bind_partition_predicate(
@@ -40,6 +43,8 @@ def bind_partition_predicate(
     Raises:
         InvalidExpression: it does not parse, names an unknown column, or names a non-partition column.
     """
+    from airflow_provider_deltalite.engine.expressions import bind, expression_columns, parse_expression
+
     try:
         expr = bind(parse_expression(predicate), arrow_schema)
     except InvalidExpression as exc:
@@ -81,6 +86,8 @@ class PartitionFilter:
         if self.partition_columns_only:
             expr = bind_partition_predicate(self.predicate, arrow_schema, partition_columns, table_uri)
         else:
+            from airflow_provider_deltalite.engine.expressions import bind, parse_expression
+
             try:
                 expr = bind(parse_expression(self.predicate), arrow_schema)
             except InvalidExpression as exc:
@@ -115,6 +122,8 @@ class BoundPartitionFilter:
         such key). ``present`` marks rows that carry partition values at all: a row without them (a `remove` written
         without ``partitionValues``, which the protocol allows) is kept, since its partition is unknown.
         """
+        from airflow_provider_deltalite.engine.expressions import may_match_partitions
+
         typed = {}
         for (name, _, delta_type), raw in zip(self.columns, values, strict=True):
             typed[name] = parse_partition_values(

@@ -15,7 +15,6 @@ import pyarrow as pa
 from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.arrow_util import contiguous, is_blank, is_string_type, struct_array
 from airflow_provider_deltalite.engine.errors import SchemaError
-from airflow_provider_deltalite.engine.expressions import parse_timestamp_text
 from airflow_provider_deltalite.engine.properties import COLUMN_MAPPING_PHYSICAL_NAME
 from airflow_provider_deltalite.engine.stats_json import (
     MAX_VALUES,
@@ -170,6 +169,9 @@ def _per_element(values: pa.Array, t: pa.DataType, convert: Callable[[object], o
 
 
 def _timestamp_value(t: pa.TimestampType) -> Callable[[object], object]:
+    # only timestamp bounds the JSON reader could not take need the literal parser (and its time zone database)
+    from airflow_provider_deltalite.engine.expressions import parse_timestamp_text
+
     def convert(text: object) -> object:
         parsed = parse_timestamp_text(str(text))
         if t.tz:

@@ -51,12 +51,6 @@ from airflow_provider_deltalite.engine.errors import (
     StorageError,
     TransactionError,
 )
-from airflow_provider_deltalite.engine.expressions import (
-    bind,
-    expression_columns,
-    may_match_partitions,
-    parse_expression,
-)
 from airflow_provider_deltalite.engine.file_actions import dv_key
 from airflow_provider_deltalite.engine.history import in_commit_timestamps_enabled
 from airflow_provider_deltalite.engine.log_path import LOG_DIR, LogFileKind, version_prefix
@@ -174,6 +168,9 @@ class Transaction:
         if not predicate:
             self.read_whole_table()
             return
+        # imported by the transactions that read a predicate: the expression modules are 15-20 ms of a short command
+        from airflow_provider_deltalite.engine.expressions import bind, expression_columns, parse_expression
+
         expr = bind(parse_expression(predicate), self.snapshot.arrow_schema)
         referenced = expression_columns(expr)
         if not referenced <= set(self.snapshot.partition_columns):
@@ -466,6 +463,8 @@ class Transaction:
         return True
 
     def _partition_matcher(self, expr: Any):
+        from airflow_provider_deltalite.engine.expressions import may_match_partitions
+
         snapshot = self.snapshot
         fields = {f["name"]: f for f in snapshot.schema["fields"]}
         names = list(zip(snapshot.partition_columns, snapshot.partition_physical_names, strict=True))

@@ -121,11 +121,13 @@ def plan_optimize(
     """Plan a compaction of ``snapshot`` without touching any data (deterministic for a given snapshot)."""
     target, minimum, ratio = resolve_sizes(snapshot, target_size, min_file_size, max_deleted_rows_ratio, batch_size)
     indexes = considered_files(snapshot, where)
-    files = snapshot.files
+    # the raw columns: the row counts matter only for files with a deletion vector, and parsing every file's
+    # statistics for them is most of the planning time of a table without any (400 files: 17-20 ms of 25)
+    files = snapshot.raw_files
     sizes = files.column("size").to_pylist()
     paths = files.column("path").to_pylist()
-    num_records = files.column("numRecords").to_pylist()
     dvs = files.column("deletionVector").to_pylist()
+    num_records = snapshot.num_records().to_pylist() if any(dv is not None for dv in dvs) else []
     typed = snapshot.partition_values
     partition_keys = list(zip(*[c.to_pylist() for c in typed.columns], strict=True)) if typed.num_columns else None
 

@@ -13,7 +13,6 @@ from airflow_provider_deltalite.engine.errors import (
     ConcurrentModification,
     DeltaLiteError,
 )
-from airflow_provider_deltalite.engine.expressions import may_match_partitions
 from airflow_provider_deltalite.engine.file_actions import dv_key
 from airflow_provider_deltalite.engine.partition_filter import bind_partition_predicate
 from airflow_provider_deltalite.engine.properties import TARGET_FILE_SIZE
@@ -88,6 +87,8 @@ def considered_files(snapshot: Snapshot, where: str | None) -> list[int]:
     n = snapshot.num_files
     if not where:
         return list(range(n))
+    from airflow_provider_deltalite.engine.expressions import may_match_partitions
+
     expr = bind_partition_predicate(where, snapshot.arrow_schema, snapshot.partition_columns, snapshot.table_uri)
     mask = may_match_partitions(expr, snapshot.partition_values).to_pylist()
     return [i for i, keep in enumerate(mask) if keep]

@@ -297,6 +297,23 @@ def test_target_file_size_property_is_the_default(tmp_path: Path) -> None:
     assert [len(b.files) for b in plan.bins] == [2, 2, 2]
 
 
+def test_planning_parses_no_statistics_without_deletion_vectors(tmp_path: Path) -> None:
+    # the row counts matter only for a file's deleted share: a table without deletion vectors plans from the raw log
+    path = _small_table(tmp_path / "t", n_files=4)
+    snapshot = DeltaTable(str(path)).snapshot()
+    plan = plan_optimize(snapshot)
+    assert [len(b.files) for b in plan.bins] == [4]
+    assert "stats" not in snapshot.__dict__ and "files" not in snapshot.__dict__
+
+
+@pytest.mark.parametrize(("ratio", "bins"), [(0.3, 2), (0.34, 0)])
+def test_the_deleted_share_counts_the_rows_of_each_file(ratio: float, bins: int) -> None:
+    # two files of three rows, one deleted in each (a share of 1/3); no file is small
+    snapshot = DeltaTable(str(CORPUS / "kernel-rs-golden/dv-partitioned-with-checkpoint/delta")).snapshot()
+    plan = plan_optimize(snapshot, min_file_size=1, max_deleted_rows_ratio=ratio)
+    assert [(len(b.files), b.files[0]["deletionVector"]["cardinality"]) for b in plan.bins] == [(1, 1)] * bins
+
+
 # -- corpus tables -----------------------------------------------------------------------------------------------
 
 # (table, files removed, files added): every partition with two or more files becomes one file, and a lone file
