@@ -67,10 +67,8 @@ import argparse
 import contextlib
 import json
 import os
-import random
 import shutil
 import socket
-import statistics
 import sys
 import tempfile
 import threading
@@ -570,7 +568,8 @@ def bench_small(pc: Any, reps: int) -> dict[str, Any]:
 
 def pairwise(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """Each configuration's whole-process time over delta-rs's in the same rotation: the runs of one rep; their
-    median and its bootstrap interval (`median_interval`)."""
+    median and its bootstrap interval (`_harness.median_interval`: this machine's speed switches between two
+    levels within seconds, a fixed loop taking 65-70 or 90-100 ms, so one ratio ranges 0.7-1.3)."""
     out: dict[str, Any] = {}
     for config, mine in runs.items():
         if config == "delta-rs":
@@ -580,23 +579,8 @@ def pairwise(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
             for a, b in zip(mine, runs["delta-rs"], strict=True)
             if "error" not in a and "error" not in b
         ]
-        out[config] = {"ratios": ratios, "median": h.median(ratios), "interval": median_interval(ratios)}
+        out[config] = {"ratios": ratios, "median": h.median(ratios), "interval": h.median_interval(ratios, INTERVAL)}
     return out
-
-
-def median_interval(values: list[float], share: float = INTERVAL, draws: int = 4000) -> list[float] | None:
-    """A percentile-bootstrap interval (``share`` of the resampled medians; fixed seed) of the median of ``values``.
-
-    This machine's speed switches between two levels (a fixed loop takes 65-70 or 90-100 ms) within seconds, so one
-    side-by-side ratio ranges 0.7-1.3: a median of a dozen ratios is uncertain by several percent, and a target it
-    meets by less than that is not shown to hold.
-    """
-    if len(values) < 3:
-        return None
-    rng = random.Random(29)
-    medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(draws))
-    tail = (1 - share) / 2
-    return [medians[int(tail * draws)], medians[int((1 - tail) * draws) - 1]]
 
 
 def small_interval_note(interval: list[float] | None) -> str:
