@@ -275,7 +275,8 @@ sys.stderr.write(json.dumps([before, in_main, pa.default_memory_pool().backend_n
 
 @pytest.mark.parametrize("chosen", [None, "system"])
 def test_the_deltalite_process_streams_on_jemalloc_unless_the_user_chose(tmp_path: Path, chosen: str | None) -> None:
-    # mimalloc, pyarrow's default, kept ~28-57 MB more resident for a streamed read (cli/startup.prefer_jemalloc)
+    # mimalloc, pyarrow's default, kept ~28-57 MB more resident for a streamed read
+    # (cli/startup.load_pyarrow_for_the_engine)
     table = tmp_path / "t"
     write_table(table, 2)
     env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
@@ -295,6 +296,45 @@ def test_the_deltalite_process_streams_on_jemalloc_unless_the_user_chose(tmp_pat
     # `main` inside a longer-lived program leaves the program's allocator alone
     assert main(["describe", "--json", str(table)]) == 0
     assert pa.default_memory_pool().backend_name == os.environ.get("ARROW_DEFAULT_MEMORY_POOL", "mimalloc")
+
+
+ENGINE_LOAD = """
+import ctypes, json, os, sys
+from airflow_provider_deltalite.cli import console_run
+code, _ = console_run(sys.argv[1:])
+with open("/proc/self/maps") as maps:  # the OpenBLAS numpy loaded, asked how many threads it runs
+    library = next(line.split()[-1] for line in maps if "openblas" in line.rsplit("/", 1)[-1])
+blas = ctypes.CDLL(library)
+counts = [n for n in ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads") if hasattr(blas, n)]
+threads = getattr(blas, counts[0])()
+report = [code, threads, os.environ.get("OPENBLAS_NUM_THREADS"), "pyarrow._s3fs" in sys.modules]
+sys.stderr.write(json.dumps(report) + "\\n")
+"""
+
+
+@pytest.mark.parametrize("chosen", [None, "2"])
+def test_the_deltalite_process_runs_one_openblas_thread_and_no_object_store_of_pyarrow(
+    tmp_path: Path, chosen: str | None
+) -> None:
+    # OpenBLAS's idle threads spun on the cores the compaction used (cli/startup.load_pyarrow_for_the_engine); the
+    # user's own setting is kept, and the processes this one starts inherit no setting of ours
+    table = tmp_path / "t"
+    write_table(table, 2)
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if chosen:
+        env["OPENBLAS_NUM_THREADS"] = chosen
+    out = subprocess.run(
+        [sys.executable, "-c", ENGINE_LOAD, "optimize", "--json", str(table)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stderr.strip().splitlines()[-1]) == [0, int(chosen or 1), chosen, False]
+    oracle = deltalake.DeltaTable(str(table))
+    assert (oracle.version(), len(oracle.file_uris())) == (2, 2)
+    assert sorted(oracle.to_pyarrow_table().column("id").to_pylist()) == list(range(20))
 
 
 END_PROCESS = """

@@ -21,7 +21,12 @@ from airflow_provider_deltalite.cli.common import (
     non_negative,
     positive_seconds,
 )
-from airflow_provider_deltalite.cli.startup import end_process, pandas_kept_out, prefer_jemalloc, settle_for_exit
+from airflow_provider_deltalite.cli.startup import (
+    end_process,
+    load_pyarrow_for_the_engine,
+    pandas_kept_out,
+    settle_for_exit,
+)
 from airflow_provider_deltalite.engine.errors import DeltaLiteError
 from airflow_provider_deltalite.version import __version__
 
@@ -281,11 +286,12 @@ def _main(argv: Sequence[str] | None) -> tuple[int, bool]:
 
 
 def console_run(argv: Sequence[str] | None = None) -> tuple[int, bool]:
-    """What the `deltalite` process runs before it ends (`console_main`): `main` on jemalloc, then the process settles
-    for exit. Returns the exit code and whether the process may end without the interpreter's teardown
-    (`startup.end_process`): the command ran on the engine alone."""
+    """What the `deltalite` process runs before it ends (`console_main`): `main` on pyarrow loaded for the engine
+    (`startup.load_pyarrow_for_the_engine`: jemalloc, one OpenBLAS thread), then the process settles for exit. Returns
+    the exit code and whether the process may end without the interpreter's teardown (`startup.end_process`): the
+    command ran on the engine alone."""
     # neither in `main`, which also runs inside longer-lived programs (tests, a notebook)
-    prefer_jemalloc()
+    load_pyarrow_for_the_engine()
     code, engine_only = _main(argv)
     settle_for_exit()
     return code, engine_only

@@ -84,16 +84,50 @@ def end_process(code: int) -> None:
     os._exit(code)
 
 
-def prefer_jemalloc() -> str:
-    """Make jemalloc Arrow's allocator for the rest of a `deltalite` process, unless the user chose one
-    (``ARROW_DEFAULT_MEMORY_POOL``) or this pyarrow was built without it; returns the allocator in use.
+# pyarrow's filesystems for object stores and HDFS. The engine reaches every store through fsspec, never through
+# pyarrow.fs; but pyarrow.parquet imports pyarrow.fs, which loads them all (S3's with the AWS SDK: 16 ms of 20).
+UNUSED_PYARROW_MODULES = frozenset({"pyarrow._s3fs", "pyarrow._gcsfs", "pyarrow._azurefs", "pyarrow._hdfs"})
 
-    pyarrow's default, mimalloc, keeps freed pages mapped: a command that streams a checkpoint batch by batch held
-    28-57 MB more resident memory for the same allocations (describe of a 100k-file log 138 against 110 MB, health of
-    a 1M-file log 268 against 211 MB, a small-file OPTIMIZE 263 against 190 MB), at the same speed. The process's
-    own choice only (`console_main`): `main` also runs inside other programs, whose allocator is theirs.
+
+class UnusedModuleBlocker:
+    """Fails the import of `UNUSED_PYARROW_MODULES` while it is on ``sys.meta_path``; pyarrow.fs then lists those
+    filesystems as not built (a meta path finder by its ``find_spec``, as `PandasBlocker`)."""
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> None:
+        if fullname in UNUSED_PYARROW_MODULES:
+            raise ImportError(f"{fullname} is not used by deltalite")
+        return None
+
+
+def load_pyarrow_for_the_engine() -> str:
+    """Import pyarrow for the rest of a `deltalite` process (`console_run`), the way the engine uses it; returns the
+    allocator in use.
+
+    - jemalloc as Arrow's allocator, unless the user chose one (``ARROW_DEFAULT_MEMORY_POOL``) or this pyarrow was
+      built without it. pyarrow's default, mimalloc, keeps freed pages mapped: a command that streams a checkpoint
+      batch by batch held 28-57 MB more resident memory for the same allocations (describe of a 100k-file log 138
+      against 110 MB, health of a 1M-file log 268 against 211 MB, a small-file OPTIMIZE 263 against 190 MB), at the
+      same speed.
+    - OpenBLAS, which numpy loads when pyarrow imports it, on the calling thread alone, unless the user set
+      ``OPENBLAS_NUM_THREADS``. The engine calls no BLAS routine, yet OpenBLAS starts a thread per core that spins
+      while it waits for work, on the cores a compaction's tasks use: 55 million instructions in a small-file
+      OPTIMIZE of two seconds, counted by cachegrind. The variable is set for the import only, so that the processes
+      this one starts (Spark's Python workers) keep the user's setting.
+    - pyarrow's object-store filesystems left out (`UNUSED_PYARROW_MODULES`), as pyarrow.fs treats a pyarrow built
+      without them.
+
+    For this process only: `main` also runs inside other programs (tests, a notebook) whose allocator, threads and
+    pyarrow are theirs.
     """
-    import pyarrow as pa
+    blas_threads = "OPENBLAS_NUM_THREADS" not in os.environ and "numpy" not in sys.modules
+    if blas_threads:
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    sys.meta_path.insert(0, UnusedModuleBlocker())
+    try:
+        import pyarrow as pa
+    finally:
+        if blas_threads:
+            del os.environ["OPENBLAS_NUM_THREADS"]
 
     if not os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
         with contextlib.suppress(NotImplementedError):  # a pyarrow built without jemalloc keeps its default

@@ -281,8 +281,8 @@ def write_data_file(
         configuration=ctx.configuration,
         table_uri=storage.table_uri,
     )
-    # the writer keeps the min and max of every string column's row groups anyway: taken from its footer, not computed
-    # twice
+    # the writer keeps the min and max of every column's row groups anyway: those of strings and integers are taken from
+    # its footer, not computed twice
     from_footer = stats.bounds_from_parquet(physical_schema)
     # row ids run in long ascending stretches: delta encoding stores them in a few bits (4 MB less per million rows)
     out = _FileWriter(
@@ -335,9 +335,9 @@ def _bounds_from_footer(
     metadata: pq.FileMetaData,
     read_back: Callable[[int, str], pa.ChunkedArray],
 ) -> None:
-    """Add the min and max of the string columns ``names`` to ``stats`` from the row-group statistics of the file's
-    footer; a row group whose chunk has values but no bounds (the writer keeps none of a value longer than its
-    statistics limit, 4 KiB) is read back from the file."""
+    """Add the min and max of the columns ``names`` (`StatsCollector.bounds_from_parquet`: strings and integers) to
+    ``stats`` from the row-group statistics of the file's footer; a row group whose chunk has values but no bounds (the
+    writer keeps none of a string longer than its statistics limit, 4 KiB) is read back from the file."""
     if metadata.num_row_groups == 0:
         return
     first = metadata.row_group(0)
@@ -347,7 +347,7 @@ def _bounds_from_footer(
         for name in names:
             chunk = group.column(index[name]) if name in index else None
             st = chunk.statistics if chunk is not None else None
-            if st is not None and st.has_min_max and isinstance(st.min, str) and isinstance(st.max, str):
+            if st is not None and st.has_min_max and type(st.min) is type(st.max) and type(st.min) in (str, int):
                 stats.add_bounds(name, (st.min, st.max))
             elif chunk is None or st is None or not st.has_null_count or st.null_count < chunk.num_values:
                 stats.add_bounds(name, read_back(g, name))

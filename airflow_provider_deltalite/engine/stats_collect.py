@@ -78,6 +78,12 @@ def _plain(array: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
     return array
 
 
+# the kinds whose bounds `StatsCollector.bounds_from_parquet` takes from the footer, with the Arrow types that qualify
+_FOOTER_KINDS = {
+    "string": lambda t: pa.types.is_string(t) or pa.types.is_large_string(t),
+    "integer": pa.types.is_signed_integer,
+}
+
 _TYPE_CHECKS = {
     "integer": pa.types.is_integer,
     "float": pa.types.is_floating,
@@ -368,29 +374,33 @@ class StatsCollector:
             _update(self._nodes, batch, batch.num_rows, self._prefix, self._table_uri, counted_only)
 
     def bounds_from_parquet(self, schema: pa.Schema) -> list[str]:
-        """The top-level string columns of a file of ``schema`` whose min and max can be taken from the statistics
-        the Parquet writer keeps of each row group (`add_bounds`) instead of being computed again here.
+        """The top-level string and integer columns of a file of ``schema`` whose min and max can be taken from the
+        statistics the Parquet writer keeps of each row group (`add_bounds`) instead of being computed again here.
 
-        Strings only: it is the costly comparison (two thirds of the collector's time on a table of text and
-        numbers), and Parquet orders UTF-8 as Arrow does, byte by byte. Numbers are left here: Parquet writes a zero
-        float bound as -0.0 or +0.0 and leaves NaN out. A name with a dot is left here too: its column's Parquet path
-        could be a nested one's.
+        Strings: the costly comparison (two thirds of the collector's time on a table of text and numbers), and Parquet
+        orders UTF-8 as Arrow does, byte by byte. Integers: Delta's are all signed, as Parquet compares them, and their
+        bounds are exact; on a compaction of small files their min/max kernel was the collector's remaining cost.
+        Floats are left here: Parquet writes a zero bound as -0.0 or +0.0 and leaves NaN out, where Spark orders NaN
+        above every number. Dates and timestamps too: their footer values come as Python dates, in the file's unit. A
+        name with a dot is left here too: its column's Parquet path could be a nested one's.
         """
         out = []
         for node in self._nodes:
-            if isinstance(node, Leaf) and node.kind == "string" and "." not in node.name:
+            if isinstance(node, Leaf) and node.kind in _FOOTER_KINDS and "." not in node.name:
                 index = schema.get_field_index(node.name)
-                kind = schema.field(index).type if index >= 0 else None
-                if kind is not None and (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+                if index >= 0 and _FOOTER_KINDS[node.kind](schema.field(index).type):
                     out.append(node.name)
         return out
 
-    def add_bounds(self, name: str, values: pa.Array | pa.ChunkedArray | tuple[str, str]) -> None:
-        """The min and max of a top-level string column (one of `bounds_from_parquet`) over more of the rows given
-        to `update` with ``counted_only``: its values, or the (min, max) of its non-null values."""
+    def add_bounds(self, name: str, values: pa.Array | pa.ChunkedArray | tuple[Any, Any]) -> None:
+        """The min and max of a top-level column (one of `bounds_from_parquet`) over more of the rows given to `update`
+        with ``counted_only``: its values, or the (min, max) of its non-null values (str for a string column, int for
+        an integer one)."""
         leaf = next(n for n in self._nodes if isinstance(n, Leaf) and n.name == name)
         if isinstance(values, tuple):
-            low, high = truncate_min(values[0], self._prefix), values[1]
+            low, high = values
+            if leaf.kind == "string":
+                low = truncate_min(low, self._prefix)
         elif values.null_count == len(values):
             return
         else:

@@ -145,6 +145,32 @@ def test_string_bounds_taken_from_the_footer_equal_those_of_the_rows(tmp_path: P
     assert stats["nullCount"]["s"] == 2 and stats["numRecords"] == 10
 
 
+def test_integer_bounds_taken_from_the_footer_equal_those_of_the_rows(tmp_path: Path) -> None:
+    # integer bounds come from the writer's row-group statistics too: every Delta integer width, negative values, the
+    # ends of int64, nulls, and a row group (an input file) whose column holds only nulls
+    path = tmp_path / "t"
+    inputs = [
+        {"b": [3, None, -7], "h": [300, -300, None], "i": [None, 5, 6], "l": [2**63 - 1, 0, None]},
+        {"b": [None, None, None], "h": [1, 2, 3], "i": [-(2**31), None, 0], "l": [None, None, None]},
+        {"b": [127, -128, 0], "h": [None, 32767, -32768], "i": [2**31 - 1, 1, None], "l": [-(2**63), 5, -5]},
+    ]
+    types = {"b": pa.int8(), "h": pa.int16(), "i": pa.int32(), "l": pa.int64()}
+    for values in inputs:
+        columns = {name: pa.array(values[name], kind) for name, kind in types.items()}
+        deltalake.write_deltalake(str(path), pa.table(columns), mode="append")
+    optimize(DeltaTable(str(path)), writer_options=WriterOptions(row_group_bytes=1))  # a row group per input file
+    (add,) = [a["add"] for a in _commit(path, 3) if "add" in a]
+    assert pq.ParquetFile(path / add["path"]).metadata.num_row_groups == 3
+    stats = json.loads(add["stats"])
+    assert stats["minValues"] == {"b": -128, "h": -32768, "i": -(2**31), "l": -(2**63)}
+    assert stats["maxValues"] == {"b": 127, "h": 32767, "i": 2**31 - 1, "l": 2**63 - 1}
+    assert stats["nullCount"] == {"b": 4, "h": 2, "i": 3, "l": 4}
+    data = pq.read_table(path / add["path"])
+    for name in types:  # the same, recomputed from the rows of the file written
+        lo_hi = pc.min_max(data.column(name)).as_py()
+        assert (stats["minValues"][name], stats["maxValues"][name]) == (lo_hi["min"], lo_hi["max"])
+
+
 def test_only_columns_whose_dictionary_fits_a_page_are_dictionary_encoded(tmp_path: Path) -> None:
     path = tmp_path / "t"
     for k in range(3):
