@@ -476,9 +476,14 @@ def run_soak(
     bucket: str | None = None,
     retention_s: int = RETENTION_S,
     progress: Callable[[str], None] | None = None,
+    vacuumed_within: float | None = None,
 ) -> dict[str, Any]:
     """Create the table in a new bucket of the S3 endpoint ``options`` (s3fs options), run the load for ``seconds``,
     stop everything, and return `analyze`'s report (``report["violations"]`` is empty when every invariant held).
+
+    ``vacuumed_within``: the load goes on past ``seconds`` until a VACUUM run has deleted files, for at most this many
+    seconds in all. A file becomes deletable only a retention after OPTIMIZE removed it, so on a slow machine a short
+    run may end before any VACUUM run could delete one, and the checks of VACUUM would hold vacuously.
 
     Example:
         >>> report = run_soak(s3_options, 45, Path("/tmp/soak"))  # doctest: +SKIP
@@ -514,6 +519,9 @@ def run_soak(
         say(f"{len(writers)} writer processes started in {setup_s:.1f} s; load for {seconds:g} s")
         load = time.monotonic()
         time.sleep(seconds)
+        cap = load + (vacuumed_within or 0)
+        while vacuumed_within is not None and time.monotonic() < cap and not _vacuum_deleted(workdir):
+            time.sleep(0.5)
         (workdir / "stop").touch()
         stopped = time.monotonic()
         codes = _join(writers, timeout=120)
@@ -555,6 +563,20 @@ def run_soak(
 
 
 # -- the checks -------------------------------------------------------------------------------------------------
+
+
+def _vacuum_deleted(workdir: Path) -> bool:
+    """Whether a VACUUM run has deleted files so far (read while the loop may be writing its log: a line it has not
+    finished is not counted)."""
+    path = workdir / "vacuum-0.jsonl"
+    for line in path.read_text().splitlines() if path.exists() else []:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if event.get("event") == "run" and event.get("deleted"):
+            return True
+    return False
 
 
 def _events(workdir: Path, name: str) -> list[dict[str, Any]]:
