@@ -29,8 +29,8 @@ from airflow_provider_deltalite.table import DeltaTable
 from tests.helpers import cli_failure, tree_state
 
 # Top-level packages no local `describe` or `optimize` uses: pandas (pyarrow would import it for nothing), Airflow,
-# Spark, fsspec (the local backend makes system calls), the object-store backends and their HTTP stacks, the peer
-# engines.
+# Spark, fsspec (the local backend makes system calls), the object-store backends, their HTTP stacks and the XML parser
+# of S3's listings, the peer engines.
 HEAVY = {
     "pandas",
     "fsspec",
@@ -50,6 +50,7 @@ HEAVY = {
     "sqlalchemy",
     "pendulum",
     "grpc",
+    "xml",
 }
 
 # Runs one command in a fresh interpreter, then reports on stderr which HEAVY packages and which of our maintenance

@@ -12,7 +12,6 @@ from contextvars import ContextVar
 from datetime import datetime
 from typing import Any
 from urllib.parse import unquote_plus
-from xml.etree import ElementTree
 
 from airflow_provider_deltalite.engine.crash_points import crash_point
 from airflow_provider_deltalite.engine.storage.base import DeleteOutcome, DirListing, FileInfo, Segment, mtime_ms
@@ -54,6 +53,10 @@ def _parse_listing(response_dict: dict[str, Any], customized_response_dict: dict
     every field typed) costs; botocore then parses only what is left (the truncation marker and token)."""
     if not _OWN_LISTING.get() or response_dict.get("status_code", 500) >= 300:
         return
+    # here, not at the top: the backend registry imports this module into every process, a local table's too, and
+    # the XML package took 6 ms of it
+    from xml.etree import ElementTree
+
     root = ElementTree.fromstring(response_dict["body"])
     ns = root.tag[: root.tag.index("}") + 1] if root.tag.startswith("{") else ""
     encoded = root.findtext(f"{ns}EncodingType") == "url"
