@@ -263,6 +263,17 @@ def test_a_snapshot_of_another_table_is_refused_before_anything_is_written(tmp_p
     assert tree_state(a) == before
 
 
+def run_process(script: str, argv: list[str], variable: str, value: str | None) -> tuple[Any, Any]:
+    """Run ``script`` in a fresh interpreter with ``variable`` set to ``value`` (None: unset); its JSON output and the
+    JSON report on the last line of its error output."""
+    env = {k: v for k, v in os.environ.items() if k != variable}
+    if value is not None:
+        env[variable] = value
+    out = subprocess.run([sys.executable, "-c", script, *argv], capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout), json.loads(out.stderr.strip().splitlines()[-1])
+
+
 ALLOCATOR = """
 import json, os, sys
 import pyarrow as pa
@@ -280,19 +291,9 @@ def test_the_deltalite_process_streams_on_jemalloc_unless_the_user_chose(tmp_pat
     # (cli/startup.load_pyarrow_for_the_engine)
     table = tmp_path / "t"
     write_table(table, 2)
-    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
-    if chosen:
-        env["ARROW_DEFAULT_MEMORY_POOL"] = chosen
-    out = subprocess.run(
-        [sys.executable, "-c", ALLOCATOR, "describe", "--json", str(table)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
-    assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout)["numFiles"] == len(deltalake.DeltaTable(str(table)).file_uris()) == 4
-    before, in_main, after, code = json.loads(out.stderr.strip().splitlines()[-1])
+    doc, report = run_process(ALLOCATOR, ["describe", "--json", str(table)], "ARROW_DEFAULT_MEMORY_POOL", chosen)
+    assert doc["numFiles"] == len(deltalake.DeltaTable(str(table)).file_uris()) == 4
+    before, in_main, after, code = report
     assert (before, in_main, after, code) == (chosen or "mimalloc", chosen or "mimalloc", chosen or "jemalloc", 0)
     # `main` inside a longer-lived program leaves the program's allocator alone
     assert main(["describe", "--json", str(table)]) == 0
@@ -321,18 +322,9 @@ def test_the_deltalite_process_runs_one_openblas_thread_and_no_object_store_of_p
     # user's own setting is kept, and the processes this one starts inherit no setting of ours
     table = tmp_path / "t"
     write_table(table, 2)
-    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
-    if chosen:
-        env["OPENBLAS_NUM_THREADS"] = chosen
-    out = subprocess.run(
-        [sys.executable, "-c", ENGINE_LOAD, "optimize", "--json", str(table)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
-    assert out.returncode == 0, out.stderr
-    assert json.loads(out.stderr.strip().splitlines()[-1]) == [0, int(chosen or 1), chosen, False]
+    doc, report = run_process(ENGINE_LOAD, ["optimize", "--json", str(table)], "OPENBLAS_NUM_THREADS", chosen)
+    assert report == [0, int(chosen or 1), chosen, False]
+    assert (doc["numFilesRemoved"], doc["numFilesAdded"]) == (4, 2)
     oracle = deltalake.DeltaTable(str(table))
     assert (oracle.version(), len(oracle.file_uris())) == (2, 2)
     assert sorted(oracle.to_pyarrow_table().column("id").to_pylist()) == list(range(20))
