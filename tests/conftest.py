@@ -18,6 +18,7 @@ own temp dir, so a fixture must not assume it is the only one of its kind on the
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -61,6 +62,10 @@ def pytest_configure(config: pytest.Config) -> None:
     # this: C1, the serial collector and the class archive `make test` builds (tests/jvm_archive.py) start it in
     # about two thirds of the time. A value of the caller's own is kept.
     os.environ.setdefault("SPARK_SUBMIT_OPTS", jvm_options())
+    # py4j logs every connection it closes at INFO, the last ones from `__del__` as the process exits, after pytest has
+    # closed the streams the handlers (Airflow's, once a test configured its logging) write to: "--- Logging error ---"
+    # tracebacks after the summary. Its warnings still show.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by these marks
