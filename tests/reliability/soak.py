@@ -519,9 +519,9 @@ def run_soak(
         say(f"{len(writers)} writer processes started in {setup_s:.1f} s; load for {seconds:g} s")
         load = time.monotonic()
         time.sleep(seconds)
-        cap = load + (vacuumed_within or 0)
-        while vacuumed_within is not None and time.monotonic() < cap and not _vacuum_deleted(workdir):
-            time.sleep(0.5)
+        if vacuumed_within is not None:
+            while time.monotonic() < load + vacuumed_within and not _vacuum_deleted(workdir):
+                time.sleep(0.5)
         (workdir / "stop").touch()
         stopped = time.monotonic()
         codes = _join(writers, timeout=120)
@@ -566,22 +566,22 @@ def run_soak(
 
 
 def _vacuum_deleted(workdir: Path) -> bool:
-    """Whether a VACUUM run has deleted files so far (read while the loop may be writing its log: a line it has not
-    finished is not counted)."""
-    path = workdir / "vacuum-0.jsonl"
+    """Whether a VACUUM run has deleted files so far (read while the loop may still be writing its log)."""
+    return any(e["event"] == "run" and e["deleted"] for e in _events(workdir, "vacuum-0", unfinished=True))
+
+
+def _events(workdir: Path, name: str, *, unfinished: bool = False) -> list[dict[str, Any]]:
+    """The events a loop logged; ``unfinished``: the loop may still be writing, and a line it has not finished is left
+    out (once every loop has stopped, a line that does not parse is an error)."""
+    path = workdir / f"{name}.jsonl"
+    events = []
     for line in path.read_text().splitlines() if path.exists() else []:
         try:
-            event = json.loads(line)
+            events.append(json.loads(line))
         except ValueError:
-            continue
-        if event.get("event") == "run" and event.get("deleted"):
-            return True
-    return False
-
-
-def _events(workdir: Path, name: str) -> list[dict[str, Any]]:
-    path = workdir / f"{name}.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+            if not unfinished:
+                raise
+    return events
 
 
 def read_log(uri: str, options: Mapping[str, Any]) -> tuple[list[int], dict[int, list[dict[str, Any]]], list[str]]:
