@@ -214,6 +214,20 @@ def test_create_only_refuses_a_taken_name_on_every_backend(storage: Storage) -> 
     assert [f.name for f in storage.list_from(LOG_DIR)] == [C0]  # no temporary file left behind
 
 
+def test_has_files_under_looks_for_a_file_at_any_depth(store: Store, storage: Storage) -> None:
+    assert [storage.has_files_under(d) for d in ("", LOG_DIR)] == [False, False]
+    if store.kind == "local":  # empty directories hold no file: a new table's `os.makedirs` leaves them for a moment
+        os.makedirs(os.path.join(store.uri, LOG_DIR, "_sidecars"))
+        assert [storage.has_files_under(d) for d in ("", LOG_DIR)] == [False, False]
+    storage.write(f"{LOG_DIR}/_sidecars/s.parquet", b"side")
+    assert [storage.has_files_under(d) for d in ("", LOG_DIR, f"{LOG_DIR}/_sidecars", "sub")] == [
+        True,
+        True,
+        True,
+        False,
+    ]
+
+
 def test_replace_overwrites(storage: Storage) -> None:
     storage.write("r/x.json", b"old content")
     storage.write("r/x.json", b"new")

@@ -151,16 +151,40 @@ def test_concurrent_processes_lose_no_row(tmp_path: Path) -> None:
 
 def test_concurrent_threads_lose_no_row(tmp_path: Path) -> None:
     uri = str(tmp_path / "history")
-    threads = [threading.Thread(target=_append_many, args=(uri, w, 5)) for w in range(6)]
+    errors: list[BaseException] = []
+
+    def append(writer: int) -> None:
+        try:
+            _append_many(uri, writer, 5)
+        except BaseException as error:  # a thread's exception is otherwise only a warning
+            errors.append(error)
+
+    threads = [threading.Thread(target=append, args=(w,)) for w in range(6)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    assert errors == []
     rows = deltalake.DeltaTable(uri).to_pyarrow_table().to_pylist()
     assert len(rows) == 30
     assert sorted((r["table_uri"], r["version"]) for r in rows) == sorted(
         (f"/t/{w}", n) for w in range(6) for n in range(5)
     )
+
+
+def test_a_location_of_empty_directories_is_created_like_an_empty_one(tmp_path: Path) -> None:
+    # what another writer's `os.makedirs` of `history/_delta_log` leaves for a moment: the parent, empty
+    history = tmp_path / "history"
+    (history / "a" / "b").mkdir(parents=True)
+    assert check_history_table(str(history)) is None
+    assert not Table(str(history)).storage.has_files_under("")
+    (history / "a" / "b" / "note.txt").write_text("x")
+    assert Table(str(history)).storage.has_files_under("")
+    (history / "a" / "b" / "note.txt").unlink()
+    assert append_history(str(history), [_row(0, 0)]) == 1
+    assert [
+        (r["table_uri"], r["version"]) for r in deltalake.DeltaTable(str(history)).to_pyarrow_table().to_pylist()
+    ] == [("/t/0", 0)]
 
 
 def test_a_failing_history_never_fails_the_maintenance(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

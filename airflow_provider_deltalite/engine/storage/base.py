@@ -172,7 +172,8 @@ class StorageBackend(Protocol):
     def is_dir(self, full: str) -> bool: ...
 
     def has_files_under(self, full_dir: str) -> bool:
-        """Whether anything lies below ``full_dir`` (one listing request at most)."""
+        """Whether a file lies below ``full_dir``, at any depth (one listing request at most on an object store;
+        an empty directory holds none)."""
         ...
 
     def read(self, full: str) -> bytes:

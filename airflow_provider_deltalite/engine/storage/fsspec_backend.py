@@ -76,7 +76,7 @@ class FsspecBackend:
         return bool(self.request(lambda: self.fs.exists(full)))
 
     def has_files_under(self, full_dir: str) -> bool:
-        # A directory exists only with something in it on object stores; on disk an empty one says enough too.
+        # A prefix exists only with something in it on object stores (the local backend looks for a file).
         return self.exists(full_dir)
 
     def is_dir(self, full: str) -> bool:

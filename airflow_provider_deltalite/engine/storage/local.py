@@ -134,6 +134,23 @@ class LocalBackend(FsspecBackend):
             return super().exists(full)
         return os.path.lexists(full)  # as fsspec's: the entry itself, a dangling link included
 
+    def has_files_under(self, full_dir: str) -> bool:
+        if self._given:
+            return super().has_files_under(full_dir)
+        # Directories, unlike an object store's prefixes, exist empty: `os.makedirs` makes a new table's
+        # `_delta_log` one level at a time, so its parent exists, empty, for a moment before the first commit.
+        pending = [full_dir]
+        while pending:
+            try:
+                with os.scandir(pending.pop()) as entries:
+                    for entry in entries:
+                        if not entry.is_dir(follow_symlinks=False):
+                            return True
+                        pending.append(entry.path)
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+        return False
+
     def is_dir(self, full: str) -> bool:
         return super().is_dir(full) if self._given else os.path.isdir(full)
 
