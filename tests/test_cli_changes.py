@@ -4,6 +4,7 @@ prints the data commits made while it runs and exits 0 on Ctrl-C, and bad input 
 from __future__ import annotations
 
 import json
+import os
 import queue
 import shutil
 import signal
@@ -134,13 +135,23 @@ def _watch(*args: Any) -> tuple[subprocess.Popen, queue.Queue, queue.Queue]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, "PYTHONFAULTHANDLER": "1"},
     )
     return proc, _lines(proc.stdout), _lines(proc.stderr)  # type: ignore[arg-type]
 
 
-def _interrupt(proc: subprocess.Popen) -> int:
+def _interrupt(proc: subprocess.Popen, err: queue.Queue) -> int:
     proc.send_signal(signal.SIGINT)
-    return proc.wait(timeout=LINE_TIMEOUT_S)
+    try:
+        return proc.wait(timeout=LINE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        # seen once under load and not reproduced since: abort it so faulthandler prints where every thread was
+        proc.send_signal(signal.SIGABRT)
+        proc.wait(timeout=LINE_TIMEOUT_S)
+        lines = []
+        while (line := err.get(timeout=LINE_TIMEOUT_S)) is not None:
+            lines.append(line)
+        raise AssertionError("watch did not exit on SIGINT; its threads:\n" + "\n".join(lines)) from None
 
 
 def test_watch_prints_data_commits_as_they_land_and_exits_0_on_ctrl_c(history: Path, tmp_path: Path) -> None:
@@ -164,7 +175,7 @@ def test_watch_prints_data_commits_as_they_land_and_exits_0_on_ctrl_c(history: P
         deltalake.write_deltalake(str(path), _rows(200, 2).append_column("note", pa.array(["v"] * 2)), mode="append")
         after = json.loads(out.get(timeout=LINE_TIMEOUT_S))
         assert (after["version"], after["kind"], after["added_rows"]) == (14, "data", 2)
-        assert _interrupt(proc) == 0
+        assert _interrupt(proc, err) == 0
     finally:
         proc.kill()
         proc.wait()
@@ -180,7 +191,7 @@ def test_watch_from_the_latest_version_with_all_kinds(history: Path, tmp_path: P
         assert DeltaTable(str(path)).optimize().committed_version == 12
         line = out.get(timeout=LINE_TIMEOUT_S)
         assert line.split()[:3] == ["12", "rearrange", "OPTIMIZE"]
-        assert _interrupt(proc) == 0
+        assert _interrupt(proc, err) == 0
     finally:
         proc.kill()
         proc.wait()
