@@ -10,7 +10,7 @@ Test tiers: `pytest_collection_modifyitems` marks each test `spark`, `airflow`, 
 uses and from where it lives (see `_needs`), so `-m "not spark and not airflow"` (`make test-fast`) runs without a JVM
 or Airflow. A missing corpus fails the run at once, naming the path, instead of skipping the tests that read it.
 
-`make test` runs the suite on three pytest-xdist workers, a file at a time (dearest files first:
+`make test` runs the suite on four pytest-xdist workers, a file at a time (dearest files first:
 `_longest_files_first`). Session fixtures are per worker process: each starts its own servers on free ports under its
 own temp dir, so a fixture must not assume it is the only one of its kind on the machine (no fixed ports or paths).
 """
