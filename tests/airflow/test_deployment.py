@@ -257,35 +257,35 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
     shutil.rmtree(root / "home" / "logs", ignore_errors=True)
 
 
+def _scheduled_runs(deployment: Deployment, dag_id: str) -> list[str]:
+    """The DAG's scheduled runs, oldest first, once there is one. An hourly DAG unpaused a few minutes before the hour
+    gets a second run at the hour while the deployment's other tests run: each run must skip the same way."""
+    sql = f"SELECT run_id FROM dag_run WHERE dag_id = '{dag_id}' AND run_type = 'scheduled' ORDER BY logical_date"
+    deadline = time.monotonic() + 120
+    while not (runs := deployment.stack.query(sql)):
+        deployment.stack.check_running()
+        assert time.monotonic() < deadline, f"no scheduled run of {dag_id}"
+        time.sleep(0.5)
+    return [run_id for (run_id,) in runs]
+
+
 def test_unpaused_examples_without_their_table_skip_their_scheduled_run_with_one_line(deployment: Deployment) -> None:
     missing = deployment.missing
     line = f"table {missing}: path does not exist; skipping this run (set the DAG param table_uri to a Delta table)"
     for dag_id in (NIGHTLY, SENSOR, RETENTION):
-        deadline = time.monotonic() + 120
-        sql = f"SELECT run_id FROM dag_run WHERE dag_id = '{dag_id}' AND run_type = 'scheduled'"
-        while not (runs := deployment.stack.query(sql)):
-            deployment.stack.check_running()
-            assert time.monotonic() < deadline, f"no scheduled run of {dag_id}"
-            time.sleep(0.5)
-        ((run_id,),) = runs
-        assert run_id.startswith("scheduled__")
-        assert deployment.wait_run(dag_id, run_id, timeout=120) == "success"
-        states = deployment.states(dag_id, run_id)
-        assert set(states.values()) == {"skipped"}, states
-        assert deployment.task_log(dag_id, run_id, "check_table").count(line) == 1
+        for run_id in _scheduled_runs(deployment, dag_id):
+            assert run_id.startswith("scheduled__")
+            assert deployment.wait_run(dag_id, run_id, timeout=120) == "success"
+            states = deployment.states(dag_id, run_id)
+            assert set(states.values()) == {"skipped"}, states
+            assert deployment.task_log(dag_id, run_id, "check_table").count(line) == 1
     # the lake DAG on its placeholder prefix: the plan finds no table and says so once; nothing else runs
-    sql = f"SELECT run_id FROM dag_run WHERE dag_id = '{LAKE}' AND run_type = 'scheduled'"
-    deadline = time.monotonic() + 120
-    while not (runs := deployment.stack.query(sql)):
-        deployment.stack.check_running()
-        assert time.monotonic() < deadline, f"no scheduled run of {LAKE}"
-        time.sleep(0.5)
-    ((run_id,),) = runs
-    assert deployment.wait_run(LAKE, run_id, timeout=120) == "success"
-    states = deployment.states(LAKE, run_id)
-    assert set(states.values()) == {"skipped"}, states
     lake_line = f"no Delta table under {missing.parent}; skipping this run (set the DAG param prefixes)"
-    assert deployment.task_log(LAKE, run_id, "plan").count(lake_line) == 1
+    for run_id in _scheduled_runs(deployment, LAKE):
+        assert deployment.wait_run(LAKE, run_id, timeout=120) == "success"
+        states = deployment.states(LAKE, run_id)
+        assert set(states.values()) == {"skipped"}, states
+        assert deployment.task_log(LAKE, run_id, "plan").count(lake_line) == 1
     assert not missing.exists()
     # no sensor waited for the missing table
     assert deployment.stack.query(
