@@ -135,10 +135,10 @@ class LocalBackend(FsspecBackend):
         return os.path.lexists(full)  # as fsspec's: the entry itself, a dangling link included
 
     def has_files_under(self, full_dir: str) -> bool:
-        if self._given:
-            return super().has_files_under(full_dir)
         # Directories, unlike an object store's prefixes, exist empty: `os.makedirs` makes a new table's
         # `_delta_log` one level at a time, so its parent exists, empty, for a moment before the first commit.
+        if self._given:  # the same walk, through the caller's filesystem; it stops at the first level with a file
+            return any(files for _, _, files in self.fs.walk(full_dir))
         pending = [full_dir]
         while pending:
             try:
