@@ -16,32 +16,49 @@ def _square(x: int) -> int:
 
 
 class _Gauge:
-    """Counts how many calls run at the same time and remembers the peak."""
+    """Counts how many calls run at the same time and remembers the peak.
 
-    def __init__(self) -> None:
+    The first ``together`` calls wait for each other before leaving, so the peak reaches ``together`` however the
+    machine schedules the threads; a bound that held only because threads were slow to start would show as a peak
+    above it.
+    """
+
+    def __init__(self, together: int) -> None:
         self.lock = threading.Lock()
         self.running = 0
         self.peak = 0
+        self.together = together
+        self.barrier = threading.Barrier(together, timeout=30)
 
     def __call__(self, x: int) -> int:
         with self.lock:
             self.running += 1
             self.peak = max(self.peak, self.running)
-        time.sleep(0.02)
+        if x < self.together and self.together > 1:
+            self.barrier.wait()
+        time.sleep(0.005)
         with self.lock:
             self.running -= 1
         return x
 
 
 def test_results_of_every_item_in_completion_order() -> None:
-    # Item 0 sleeps longest, so with 4 threads it finishes after the others: results follow completion, not input.
+    # Item 0 cannot finish until the caller has taken the other three results, so with 4 threads the results follow
+    # completion, not input.
+    others_taken = threading.Event()
+
     def slow_first(x: int) -> int:
-        time.sleep(0.3 if x == 0 else 0.01)
+        if x == 0:
+            assert others_taken.wait(timeout=30)
         return x * 10
 
-    results = list(LocalExecutor(4).map(slow_first, [0, 1, 2, 3]))
-    assert sorted(results) == [0, 10, 20, 30]
+    results: list[int] = []
+    for result in LocalExecutor(4).map(slow_first, [0, 1, 2, 3]):
+        results.append(result)
+        if len(results) == 3:
+            others_taken.set()
     assert results[-1] == 0
+    assert sorted(results) == [0, 10, 20, 30]
 
 
 def test_single_thread_and_single_item_run_inline() -> None:
@@ -52,7 +69,7 @@ def test_single_thread_and_single_item_run_inline() -> None:
 
 @pytest.mark.parametrize("workers", [1, 2, 3])
 def test_in_flight_count_is_bounded(workers: int) -> None:
-    gauge = _Gauge()
+    gauge = _Gauge(workers)
     assert sorted(LocalExecutor(workers).map(gauge, range(12))) == list(range(12))
     assert gauge.peak == workers
 
@@ -75,10 +92,14 @@ def test_exception_in_fn_propagates_with_its_type() -> None:
 
 def test_stopping_early_cancels_queued_items() -> None:
     started: list[int] = []
+    # The first two items wait for each other, so both have started before either returns, however busy the machine
+    # (CI once scheduled the second thread only after the first result had been taken).
+    both_started = threading.Barrier(2, timeout=30)
 
     def record(x: int) -> int:
         started.append(x)
-        time.sleep(0.05)
+        if x < 2:
+            both_started.wait()
         return x
 
     results = LocalExecutor(2).map(record, range(20))
