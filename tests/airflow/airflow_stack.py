@@ -81,9 +81,13 @@ class AirflowStack:
             return db.execute(sql).fetchall()
 
     def wait_for(
-        self, what: str, sql: str, expected: Any, decode: Callable[[list[tuple]], Any] = list, timeout: float = 90
+        self, what: str, sql: str, expected: Any, decode: Callable[[list[tuple]], Any] = list, timeout: float = 600
     ) -> None:
-        """Poll ``sql`` until ``decode(rows) == expected``; fail with the last result after ``timeout`` seconds."""
+        """Poll ``sql`` until ``decode(rows) == expected``; fail with the last result after ``timeout`` seconds.
+
+        The timeout is for a hang only (a component that died fails at once, through `check_running`): the first
+        wait covers three cold Airflow processes and a DAG parse, tens of CPU-seconds that a loaded machine stretches
+        well past a minute."""
         deadline = time.monotonic() + timeout
         while True:
             self.check_running()

@@ -120,8 +120,11 @@ class Deployment:
             pytest.fail(f"{dag_id} {run_id} failed: {states}\n{logs}")
         return state
 
-    def wait_task(self, dag_id: str, run_id: str, task_id: str, state: str, timeout: float = 120) -> float:
-        """Poll until the task is in ``state``; the monotonic time it was first seen so."""
+    def wait_task(self, dag_id: str, run_id: str, task_id: str, state: str, timeout: float = 600) -> float:
+        """Poll until the task is in ``state``; the monotonic time it was first seen so.
+
+        The timeout is for a hang only: the deployment's four executor slots can all be held for minutes by the
+        spark-submits of the runs the fixture triggered, and a task waits in the queue meanwhile."""
         deadline = time.monotonic() + timeout
         while (got := self.states(dag_id, run_id).get(task_id)) != state:
             self.stack.check_running()
@@ -130,7 +133,7 @@ class Deployment:
             time.sleep(0.2)
         return time.monotonic()
 
-    def wait_deferred(self, dag_id: str, run_id: str, task_id: str, timeout: float = 120) -> None:
+    def wait_deferred(self, dag_id: str, run_id: str, task_id: str, timeout: float = 600) -> None:
         """Poll until the task is deferred, its trigger runs in the triggerer, and the scheduler has taken in the
         executor's event for the task process that deferred.
 
@@ -275,14 +278,14 @@ def test_unpaused_examples_without_their_table_skip_their_scheduled_run_with_one
     for dag_id in (NIGHTLY, SENSOR, RETENTION):
         for run_id in _scheduled_runs(deployment, dag_id):
             assert run_id.startswith("scheduled__")
-            assert deployment.wait_run(dag_id, run_id, timeout=120) == "success"
+            assert deployment.wait_run(dag_id, run_id) == "success"
             states = deployment.states(dag_id, run_id)
             assert set(states.values()) == {"skipped"}, states
             assert deployment.task_log(dag_id, run_id, "check_table").count(line) == 1
     # the lake DAG on its placeholder prefix: the plan finds no table and says so once; nothing else runs
     lake_line = f"no Delta table under {missing.parent}; skipping this run (set the DAG param prefixes)"
     for run_id in _scheduled_runs(deployment, LAKE):
-        assert deployment.wait_run(LAKE, run_id, timeout=120) == "success"
+        assert deployment.wait_run(LAKE, run_id) == "success"
         states = deployment.states(LAKE, run_id)
         assert set(states.values()) == {"skipped"}, states
         assert deployment.task_log(LAKE, run_id, "plan").count(lake_line) == 1
@@ -311,7 +314,7 @@ def test_the_sensor_dag_waits_in_the_triggerer_and_fires_on_an_append_only(
 
     assert append(table, [4, 5, 6]) == 5
     appended = time.monotonic()
-    fired = deployment.wait_task(SENSOR, "sensor-1", "wait_for_new_data", "success", timeout=60)
+    fired = deployment.wait_task(SENSOR, "sensor-1", "wait_for_new_data", "success")
     print(f"the deferred sensor succeeded {fired - appended:.1f} s after the append (poll interval {POLL_SECONDS} s)")
     skipped = [
         {"version": 2, "kind": "rearrange"},
@@ -325,7 +328,7 @@ def test_the_sensor_dag_waits_in_the_triggerer_and_fires_on_an_append_only(
     assert xcoms["process"] == 5
 
     assert append(table, [7]) == 6
-    assert deployment.wait_run(SENSOR, "sensor-1", timeout=60) == "success"
+    assert deployment.wait_run(SENSOR, "sensor-1") == "success"
     assert deployment.xcoms(SENSOR, "sensor-1")["wait_for_more_data"] == expected_payload(table, 5, [6], [], 1)
 
 

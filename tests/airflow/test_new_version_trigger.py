@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_deltalite.engine.errors import InvalidArgument, LogGap, TableNotFound
+from airflow_provider_deltalite.triggers import new_version as new_version_module
 from airflow_provider_deltalite.triggers.new_data import error_event, raise_from_event
 from airflow_provider_deltalite.triggers.new_version import NewVersionTrigger
 from tests.airflow.airflow_stack import AirflowStack
@@ -276,12 +278,43 @@ def test_a_relative_table_uri_is_opened_through_the_deltalite_connection(
 # -- watching (as the triggerer runs an AssetWatcher), cursor in memory -------------------------------------------
 
 
-def test_watching_yields_one_event_per_new_data_and_none_for_optimize_or_history(tmp_path: Path) -> None:
+class _Polls:
+    """The newest version each of the trigger's polls saw, recorded from its worker thread as the poll returns; the
+    test waits on these instead of sleeping, so each commit lands between the polls it is meant to fall between
+    however late a loaded machine runs the trigger."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.seen: list[int] = []
+        self.changed = threading.Condition()
+        original = new_version_module.check_new_data
+
+        def observed(*args: Any, **kwargs: Any) -> Any:
+            event, changes = original(*args, **kwargs)
+            with self.changed:
+                self.seen.append(changes.latest)
+                self.changed.notify_all()
+            return event, changes
+
+        monkeypatch.setattr(new_version_module, "check_new_data", observed)
+
+    def wait(self, what: str, done: Callable[[list[int]], bool]) -> None:
+        with self.changed:
+            assert self.changed.wait_for(lambda: done(self.seen), timeout=60), f"no poll {what}: {self.seen}"
+
+
+def test_watching_yields_one_event_per_new_data_and_none_for_optimize_or_history(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     table = tmp_path / "t"
     append(table, [1])
     append(table, [2])
     trigger = NewVersionTrigger(str(table), poll_interval=0.05)
     trigger.trigger_id = 1  # what the triggerer sets; no task instance: an AssetWatcher
+    polls = _Polls(monkeypatch)
+
+    def saw(version: int, then: int = 0) -> Callable[[list[int]], bool]:
+        """A poll saw ``version``, and ``then`` more polls followed it."""
+        return lambda seen: version in seen and len(seen) > seen.index(version) + then
 
     async def main() -> list[dict]:
         events: list[dict] = []
@@ -291,13 +324,15 @@ def test_watching_yields_one_event_per_new_data_and_none_for_optimize_or_history
                 events.append(event.payload)
 
         task = asyncio.ensure_future(collect())
-        await asyncio.sleep(0.3)  # starts at the newest version (1): history does not fire
+        # starts at the newest version (1): history does not fire
+        await asyncio.to_thread(polls.wait, "at version 1", saw(1))
         await asyncio.to_thread(optimize, table)  # 2
-        await asyncio.sleep(0.3)
+        await asyncio.to_thread(polls.wait, "past the OPTIMIZE", saw(2))
         await asyncio.to_thread(append, table, [3])  # 3
-        await asyncio.sleep(0.3)
+        await asyncio.to_thread(polls.wait, "past version 3", saw(3))
         await asyncio.to_thread(append, table, [4, 5])  # 4
-        await asyncio.sleep(0.3)
+        # two polls after the one that saw version 4: its event was taken, and a repeated one would be too
+        await asyncio.to_thread(polls.wait, "twice after version 4", saw(4, then=2))
         task.cancel()
         return events
 

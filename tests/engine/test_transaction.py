@@ -33,6 +33,7 @@ from airflow_provider_deltalite.engine import (
     VersionNotFound,
     remove_from_add,
 )
+from airflow_provider_deltalite.engine import transaction as transaction_module
 from airflow_provider_deltalite.engine.file_actions import live_file_actions
 from airflow_provider_deltalite.engine.storage import Storage
 from airflow_provider_deltalite.engine.transaction import RetryPolicy, Transaction
@@ -438,6 +439,19 @@ def test_in_commit_timestamps_are_first_and_monotonic(tmp_path: Path) -> None:
     assert dt.snapshot().timestamp == info["inCommitTimestamp"]
 
 
+class _FrozenClock:
+    """The ``time`` module as the transaction module sees it, with ``time()`` stopped at ``now_s``."""
+
+    def __init__(self, now_s: float) -> None:
+        self.now_s = now_s
+
+    def time(self) -> float:
+        return self.now_s
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
 @pytest.mark.parametrize(
     ("retention", "age_s", "refused"),
     [
@@ -448,12 +462,16 @@ def test_in_commit_timestamps_are_first_and_monotonic(tmp_path: Path) -> None:
     ],
 )
 def test_files_older_than_half_the_retention_are_not_committed(
-    deltalake: Any, tmp_path: Path, retention: str | None, age_s: int, refused: bool
+    deltalake: Any, tmp_path: Path, retention: str | None, age_s: int, refused: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A concurrent VACUUM deletes unreferenced files older than the retention; a new file that old may be gone."""
     props = {"delta.deletedFileRetentionDuration": retention} if retention else None
     table = make_table(deltalake, tmp_path / "t", properties=props)
-    add = {**data_file(table, [100], "c"), "modificationTime": int(time.time() * 1000) - age_s * 1000}
+    # The commit reads the clock this file's age is measured from: the age is exactly age_s however long loading the
+    # snapshot and committing take (a second's stall on a loaded machine made "written 31.0 s" read "32.0 s").
+    now_s = time.time()
+    monkeypatch.setattr(transaction_module, "time", _FrozenClock(now_s))
+    add = {**data_file(table, [100], "c"), "modificationTime": int(now_s * 1000) - age_s * 1000}
     before = tree_state(table / "_delta_log")
     txn = DeltaTable(str(table)).transaction()
     txn.add(add)

@@ -6,7 +6,9 @@ package, and the engine they call must come from the zip the executor ships.
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import subprocess
 import sys
 import sysconfig
@@ -84,8 +86,12 @@ def fail_plainly(x: int) -> int:
     return x
 
 
-def slow_unless_zero(x: int) -> int:
-    time.sleep(0 if x == 0 else 1.5)
+def late_unless_zero(taken: str, x: int) -> int:
+    """Item 0 returns at once; any other item only once the file ``taken`` exists (the caller has item 0's result),
+    or after 120 s."""
+    deadline = time.monotonic() + 120
+    while x != 0 and not os.path.exists(taken) and time.monotonic() < deadline:
+        time.sleep(0.01)
     return x
 
 
@@ -119,9 +125,15 @@ def test_one_task_per_item_and_parallelism(spark_local: SparkExecutor) -> None:
     assert list(spark_local.map(task_of, [])) == []
 
 
-def test_results_come_back_as_tasks_finish(spark_local: SparkExecutor) -> None:
-    # Both items run at once on local[2]; item 1 is listed first but finishes 1.5 s after item 0.
-    assert list(spark_local.map(slow_unless_zero, [1, 0])) == [0, 1]
+def test_results_come_back_as_tasks_finish(spark_local: SparkExecutor, tmp_path: Path) -> None:
+    # Both items run at once on local[2]; item 1 is listed first but cannot finish before the caller has taken item
+    # 0's result, however late a loaded machine starts item 0's task (a fixed 1.5 s head start was not always enough).
+    taken = tmp_path / "zero-taken"
+    results = []
+    for result in spark_local.map(functools.partial(late_unless_zero, str(taken)), [1, 0]):
+        results.append(result)
+        taken.touch()
+    assert results == [0, 1]
 
 
 def test_stopping_early_cancels_the_running_jobs(spark_local: SparkExecutor) -> None:
