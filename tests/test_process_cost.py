@@ -205,10 +205,27 @@ def test_vacuum_from_a_local_inventory_imports_nothing_heavy(tmp_path: Path) -> 
     path = _table(tmp_path / "t")  # two removed files and an orphan, 30 days old
     csv = _write(_inventory_rows(path), tmp_path / "inventory.csv")
     doc, report = run_command("vacuum", "--json", "--dry-run", str(path), "--inventory", str(csv))
-    assert (report["code"], report["heavy"]) == (0, [])
+    assert (report["code"], report["heavy"], report["pyarrow.compute"]) == (0, [], False)
     # delta-rs also deletes the hidden p=a/.hidden.crc, which the reference keeps
     expected = set(deltalake.DeltaTable(str(path)).vacuum(dry_run=True, full=True)) - {"p=a/.hidden.crc"}
     assert {f["path"] for f in doc["filesToDelete"]} == expected and len(expected) == 3
+
+
+@pytest.mark.parametrize("mode", ["full", "lite"])
+def test_vacuum_from_a_checkpoint_imports_neither_heavy_packages_nor_pyarrow_compute(tmp_path: Path, mode: str) -> None:
+    # Arrow's methods (`Table.filter`, `Array.cast`, `take`) import pyarrow.compute, 55-70 ms of one core, on their
+    # first call: a VACUUM of a table with a checkpoint and tombstones reached three of them.
+    table = tmp_path / "t"
+    write_table(table, 4, checkpoint_at=1)
+    deltalake.DeltaTable(str(table)).optimize.compact()  # 4 commits of 2 files: 8 tombstones, after the checkpoint
+    expected = set(deltalake.DeltaTable(str(table)).vacuum(retention_hours=0, enforce_retention_duration=False))
+    args = ["--retention-hours", "0", "--no-enforce-retention-duration", "--mode", mode]
+    doc, report = run_command("vacuum", "--json", *args, str(table))
+    assert (report["code"], report["heavy"], report["pyarrow.compute"], report["expressions"]) == (0, [], False, False)
+    assert doc["objectsDeleted"] == len(expected) == 8
+    assert not [p for p in expected if (table / p).exists()]
+    oracle = deltalake.DeltaTable(str(table))
+    assert sorted(oracle.to_pyarrow_table().column("id").to_pylist()) == list(range(40))
 
 
 def test_one_optimize_loads_the_snapshot_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
@@ -331,16 +348,20 @@ def test_the_deltalite_process_runs_one_openblas_thread_and_no_object_store_of_p
 
 
 END_PROCESS = """
-import sys, threading, time
+import sys, threading
 from airflow_provider_deltalite.cli.startup import end_process
 done = sys.argv[1]
+# The thread finishes only once end_process has returned, so it still runs when end_process looks, however late the
+# machine schedules this process (a fixed sleep let a stalled main thread find it finished: exit 3, not 4).
+returned = threading.Event()
 if sys.argv[2] == "thread":  # a thread that is no daemon still runs: the process ends the usual way, after it
     def work():
-        time.sleep(0.2)
+        returned.wait()
         open(done, "w").write("finished")
     threading.Thread(target=work).start()
 print("flushed", end="")  # still in stdout's buffer (a pipe: block-buffered)
 end_process(3)
+returned.set()
 sys.exit(4)
 """
 

@@ -136,7 +136,7 @@ def present_rows(
     for batch in pf.iter_batches(batch_size=BATCH_ROWS, row_groups=row_groups, columns=columns, use_threads=False):
         chosen = present[offset : offset + batch.num_rows]
         if chosen.any():
-            pieces.append(pa.Table.from_batches([batch]).filter(bool_array(chosen)))
+            pieces.append(pc.filter(pa.Table.from_batches([batch]), bool_array(chosen)))
         offset += batch.num_rows
         if offset > last:
             break
@@ -361,7 +361,7 @@ def _kept_batches(pf: pq.ParquetFile, rg: int, columns: list[str], rows: np.ndar
             break
         chosen = rows[start:offset]
         if chosen.any():
-            yield pa.Table.from_batches([batch]).filter(pa.array(chosen))
+            yield pc.filter(pa.Table.from_batches([batch]), pa.array(chosen))
 
 
 def _decoded_rows(pf: pq.ParquetFile, rg: int, columns: list[str], rows: np.ndarray) -> pa.Table | None:

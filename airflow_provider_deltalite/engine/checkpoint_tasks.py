@@ -188,7 +188,7 @@ def _superseded_by(touched: pa.Array, normalize: Callable[[str], str]) -> Callab
 
     def superseded(paths: pa.Array, dvs: pa.Array) -> pa.Array:
         if not len(touched):
-            return pa.nulls(len(paths), pa.bool_()).fill_null(False)
+            return pa.repeat(False, len(paths))
         return pc.is_in(pc.cast(file_keys(paths, dvs, normalize), pa.string()), value_set=touched)
 
     return superseded

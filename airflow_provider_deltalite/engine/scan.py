@@ -103,7 +103,7 @@ def read_file_rows(snapshot: Snapshot, index: int) -> pa.Table:
     if snapshot.partition_columns:
         take = pa.array(np.full(rows.num_rows, index, dtype=np.int64))
         for name in snapshot.partition_columns:
-            rows = rows.append_column(name, snapshot.partition_values.column(name).take(take))
+            rows = rows.append_column(name, pc.take(snapshot.partition_values.column(name), take))
     return rows.select(snapshot.arrow_schema.names)
 
 

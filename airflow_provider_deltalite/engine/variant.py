@@ -56,7 +56,7 @@ def _to_storage(array: pa.Array) -> pa.Array:
     unknown = sorted(set(names) - {"metadata", "value", "typed_value"})
     if unknown or "metadata" not in names or not ({"value", "typed_value"} & set(names)):
         raise _LayoutError(f"the group has fields {names} (expected metadata, value and/or typed_value)")
-    valid = array.is_valid()
+    valid = pc.is_valid(array)
     metadata = _binary(array.field(names.index("metadata")), "metadata")
     if metadata.null_count and pc.any(pc.and_(valid, metadata.is_null())).as_py():
         raise _LayoutError("a row has no metadata")
@@ -81,7 +81,7 @@ def _binary(array: pa.Array, name: str) -> pa.Array:
     if pa.types.is_binary(array.type):
         return array
     if pa.types.is_large_binary(array.type) or pa.types.is_binary_view(array.type):
-        return array.cast(pa.binary())
+        return pc.cast(array, pa.binary())
     raise _LayoutError(f"{name} is {array.type}, not binary")
 
 
@@ -110,7 +110,7 @@ class _Group:
         typed = self.typed
         if typed is None:
             return residual
-        valid = typed.is_valid().to_pylist()
+        valid = pc.is_valid(typed).to_pylist()
         if pa.types.is_struct(typed.type):
             return self._objects(typed, valid, residual, metadata)
         if pa.types.is_list(typed.type) or pa.types.is_large_list(typed.type):
@@ -172,9 +172,9 @@ def _plain(array: pa.Array) -> pa.Array:
     """Temporal values as their stored integers, so encoding copies them exactly."""
     t = array.type
     if pa.types.is_timestamp(t) or pa.types.is_time64(t):
-        return array.cast(pa.int64())
+        return pc.cast(array, pa.int64())
     if pa.types.is_date32(t):
-        return array.cast(pa.int32())
+        return pc.cast(array, pa.int32())
     return array
 
 

@@ -85,7 +85,7 @@ def compare_with_literal(values: pa.Array, op: str, literal: object) -> pa.Boole
     """Compare an array with a literal converted to the array's type; None when that is not possible."""
     try:
         if pa.types.is_dictionary(values.type):
-            values = values.cast(values.type.value_type)
+            values = pc.cast(values, values.type.value_type)
         converted = coerce_literal(literal, values.type)
         return COMPARE[op](values, arrow_scalar(converted))
     except (LiteralMismatch, InvalidExpression, KeyError, pa.ArrowException, TypeError, ValueError, OverflowError):

@@ -60,18 +60,18 @@ def sortable(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
         values = values.dictionary_decode()
         t = values.type
     if pa.types.is_boolean(t):
-        return pc.fill_null(values, False).cast(pa.int8()).to_numpy(zero_copy_only=False).astype(np.int64)
+        return pc.cast(pc.fill_null(values, False), pa.int8()).to_numpy(zero_copy_only=False).astype(np.int64)
     if pa.types.is_integer(t):
         return pc.fill_null(values, 0).to_numpy(zero_copy_only=False).astype(np.int64)
     if pa.types.is_floating(t):
-        return pc.fill_null(values.cast(pa.float64()), 0.0).to_numpy(zero_copy_only=False)
+        return pc.fill_null(pc.cast(values, pa.float64()), 0.0).to_numpy(zero_copy_only=False)
     if pa.types.is_decimal(t):
-        return pc.fill_null(values.cast(pa.float64()), 0.0).to_numpy(zero_copy_only=False)
+        return pc.fill_null(pc.cast(values, pa.float64()), 0.0).to_numpy(zero_copy_only=False)
     if pa.types.is_date(t) or pa.types.is_timestamp(t) or pa.types.is_time(t) or pa.types.is_duration(t):
         width = pa.int32() if t.bit_width == 32 else pa.int64()
         return pc.fill_null(values.view(width), 0).to_numpy(zero_copy_only=False).astype(np.int64)
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t):
-        as_binary = values.cast(pa.large_binary())
+        as_binary = pc.cast(values, pa.large_binary())
         filled = pc.fill_null(as_binary, b"")
         longest = int(pc.max(pc.binary_length(filled)).as_py() or 0)
         # numpy's fixed-width bytes compare bytewise, like Spark compares strings
@@ -85,7 +85,7 @@ def range_boundaries(sample: pa.Array | pa.ChunkedArray, num_ranges: int = DEFAU
         raise ValueError(f"num_ranges must be at least 1, got {num_ranges}")
     if isinstance(sample, pa.ChunkedArray):
         sample = sample.combine_chunks()
-    present = sample.drop_null()
+    present = pc.drop_null(sample)
     values = np.sort(sortable(present), kind="stable")
     if len(values) == 0 or num_ranges == 1:
         return values[:0]

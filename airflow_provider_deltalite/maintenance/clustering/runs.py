@@ -194,7 +194,7 @@ def sample_file(task: ClusterTask, file: Mapping[str, Any], stride: int) -> pa.T
         n = rows.num_rows
         first = (-offset) % stride
         if first < n:
-            parts.append(rows.take(pa.array(np.arange(first, n, stride))))
+            parts.append(pc.take(rows, pa.array(np.arange(first, n, stride))))
         offset += n
     sample = pa.concat_tables(parts) if parts else pa.table({c: pa.array([], pa.null()) for c in columns})
     return _thin(sample, 2 * task.sample_rows)
@@ -217,7 +217,7 @@ def _thin(sample: pa.Table, limit: int) -> pa.Table:
     # the stats undercounted (or were missing): keep evenly spaced rows, deterministically
     if sample.num_rows <= limit:
         return sample
-    return sample.take(pa.array(np.linspace(0, sample.num_rows - 1, limit // 2).astype(np.int64)))
+    return pc.take(sample, pa.array(np.linspace(0, sample.num_rows - 1, limit // 2).astype(np.int64)))
 
 
 def plan_runs(task: ClusterTask, sample: pa.Table) -> RunPlan:
@@ -262,7 +262,7 @@ def route_file(
         starts = np.searchsorted(sorted_runs, runs, side="left")
         ends = np.searchsorted(sorted_runs, runs, side="right")
         for run, start, end in zip(runs.tolist(), starts.tolist(), ends.tolist(), strict=True):
-            yield run, table.take(pa.array(order[start:end]))
+            yield run, pc.take(table, pa.array(order[start:end]))
 
 
 def write_runs(task: ClusterTask, spill: RunSpill, file_of_run: Sequence[int] | None) -> list[dict[str, Any]]:
@@ -402,14 +402,14 @@ class RunSpill:
             origin = table.column(_ORIGIN).to_numpy()
             if len(origin) > 1 and not (origin[1:] > origin[:-1]).all():
                 # chunks arrived out of file order (a shuffle): put them back, so equal (key, noise) keep file order
-                table = table.take(pa.array(np.argsort(origin)))
+                table = pc.take(table, pa.array(np.argsort(origin)))
             words = sorted(n for n in table.column_names if n.startswith(_KEY))
             keys = np.column_stack([table.column(n).to_numpy() for n in words])
             order = key_order(keys, table.column(_NOISE).to_numpy())
             rows = table.drop_columns([*words, _NOISE, _ORIGIN])
             del table, keys
             for start in range(0, len(order), _TAKE_ROWS):
-                yield rows.take(pa.array(order[start : start + _TAKE_ROWS]))
+                yield pc.take(rows, pa.array(order[start : start + _TAKE_ROWS]))
             del rows, order
             # A sorted run is the largest allocation of the task: have the allocator give it back now rather than keep
             # it cached next to the following run's (mimalloc otherwise holds freed pages for a while).

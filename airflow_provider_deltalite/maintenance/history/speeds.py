@@ -28,7 +28,7 @@ def rewrite_speeds(
     mask = pc.and_(pc.is_in(rows["operation"], pa_strings(REWRITES)), pc.equal(rows["outcome"], "committed"))
     if executor is not None:
         mask = pc.and_(mask, pc.equal(rows["executor"], executor))
-    picked = rows.filter(mask)
+    picked = pc.filter(rows, mask)
     totals: dict[str, list[float]] = {}
     for uri, nbytes, start, end in zip(
         picked["table_uri"].to_pylist(),
@@ -54,7 +54,7 @@ def pa_strings(values: tuple[str, ...]) -> Any:
 def last_runs(history_uri: str, storage_options: Mapping[str, Any] | None = None) -> dict[str, int]:
     """The end of each table's newest committed operation in the history, epoch ms, by table URI."""
     rows = read_history(history_uri, storage_options)
-    committed = rows.filter(pc.equal(rows["outcome"], "committed"))
+    committed = pc.filter(rows, pc.equal(rows["outcome"], "committed"))
     out: dict[str, int] = {}
     for uri, end in zip(committed["table_uri"].to_pylist(), committed["end_time"].to_pylist(), strict=True):
         ms = int(end.timestamp() * 1000)

@@ -84,16 +84,18 @@ def spill_protected(
         spill.add(paths, LIVE)
         del paths
         keep = pc.fill_null(pc.greater_equal(stones.column("deletionTimestamp"), horizon), True)
-        kept = stones.filter(keep)
+        kept = pc.filter(stones, keep)
         expired += stones.num_rows - kept.num_rows
         kept_paths, kept_others = referenced_paths(storage, kept)
         spill.add(kept_paths, KEPT)
         spill.add(pa.array(others + kept_others, pa.string()), KEPT)
         if with_expired and kept.num_rows < stones.num_rows:
-            gone = stones.filter(pc.invert(keep))
+            gone = pc.filter(stones, pc.invert(keep))
             # a plain relative path: the log and the listing spell it alike (`budget`)
             spill.add(
-                contiguous(gone.column("path")).cast(pa.string()), EXPIRED, contiguous(gone.column("deletionTimestamp"))
+                pc.cast(contiguous(gone.column("path")), pa.string()),
+                EXPIRED,
+                contiguous(gone.column("deletionTimestamp")),
             )
     return expired
 

@@ -145,7 +145,7 @@ def _typed(column: pa.ChunkedArray, name: str, kind: pa.DataType, source: str) -
             if not pc.all(pc.is_in(lowered, pa.array(["true", "false"]))).as_py():
                 raise ValueError("not true or false")
             return pc.equal(lowered, "true")
-        return column.cast(kind)
+        return pc.cast(column, kind)
     except (pa.ArrowInvalid, ValueError):
         bad = _first_bad(column, kind)
         raise InvalidInventory(f"the inventory {source}: column {name} must be {kind}, got {bad!r}") from None
@@ -158,7 +158,7 @@ def _first_bad(column: pa.ChunkedArray, kind: pa.DataType) -> Any:
                 if str(value).lower() not in ("true", "false"):
                     return value
             else:
-                pa.array([value]).cast(kind)
+                pc.cast(pa.array([value]), kind)
         except (pa.ArrowInvalid, ValueError):
             return value
     return None
@@ -223,7 +223,7 @@ def _s3_rows(part: pa.Table, source: str, *, encoded: bool, scheme: str) -> pa.T
         marker = pc.invert(_truthy(col("is_delete_marker")))
         keep = marker if keep is None else pc.and_(keep, marker)
     if keep is not None:
-        part = part.filter(keep)
+        part = pc.filter(part, keep)
     keys = col("key")
     if keys.null_count or col("bucket").null_count:
         raise InvalidInventory(f"the S3 Inventory data file {source} has rows without a bucket or key")
@@ -245,7 +245,7 @@ def _s3_rows(part: pa.Table, source: str, *, encoded: bool, scheme: str) -> pa.T
 def _truthy(column: pa.ChunkedArray) -> pa.ChunkedArray:
     if pa.types.is_boolean(column.type):
         return pc.fill_null(column, False)
-    return pc.equal(pc.utf8_lower(pc.fill_null(column.cast(pa.string()), "false")), "true")
+    return pc.equal(pc.utf8_lower(pc.fill_null(pc.cast(column, pa.string()), "false")), "true")
 
 
 def _iso_ms(value: str | None) -> int:
@@ -282,7 +282,7 @@ def to_listing(inventory: pa.Table, storage: Storage, rule: HiddenRule) -> tuple
         if taken is not None:
             mask = pc.and_(mask, pc.invert(taken))
         taken = mask if taken is None else pc.or_(taken, mask)
-        chosen = inventory.filter(mask)
+        chosen = pc.filter(inventory, mask)
         if not chosen.num_rows:
             continue
         rel = pc.utf8_slice_codeunits(chosen.column("path"), cut)

@@ -180,7 +180,7 @@ class ProtectedFiles:
 def referenced_paths(storage: Storage, table: pa.Table) -> tuple[pa.Array, list[str]]:
     """Where the files and deletion-vector files of ``table``'s actions live, relative to the root (a string array:
     no Python string per plain path); and other spellings of those paths that are kept as well."""
-    column = contiguous(table.column("path")).cast(pa.string())
+    column = pc.cast(contiguous(table.column("path")), pa.string())
     # Most log paths are plain relative paths that decoding and normalising leave as they are; find the others in
     # one vectorised pass and resolve only those (tables have millions of files).
     special = pc.fill_null(pc.match_substring_regex(column, _NEEDS_RESOLVING), True)
@@ -194,7 +194,7 @@ def referenced_paths(storage: Storage, table: pa.Table) -> tuple[pa.Array, list[
     others: list[str] = []
     dvs = table.column("deletionVector")
     if dvs.null_count != len(dvs):
-        for dv in dvs.filter(pc.is_valid(dvs)).to_pylist():
+        for dv in pc.filter(dvs, pc.is_valid(dvs)).to_pylist():
             rel = dv_relative(storage, dv)
             if rel is not None:
                 extra.append(rel)
@@ -232,7 +232,7 @@ def protected_files(snapshot: Snapshot, horizon_ms: int) -> ProtectedFiles:
     tombstones = snapshot.tombstones
     stamps = tombstones.column("deletionTimestamp")
     keep = pc.fill_null(pc.greater_equal(stamps, pa.scalar(horizon_ms, pa.int64())), True)
-    kept = tombstones.filter(keep)
+    kept = pc.filter(tombstones, keep)
     try:
         live_paths, live_others = _referenced(storage, snapshot.raw_files)
         kept_paths, kept_others = _referenced(storage, kept)

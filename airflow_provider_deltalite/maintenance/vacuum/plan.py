@@ -262,7 +262,7 @@ def _protected_among(
     found: set[str] = set()
     horizon = pa.scalar(horizon_ms, pa.int64())
     for adds, stones in batches:
-        kept = stones.filter(pc.fill_null(pc.greater_equal(stones.column("deletionTimestamp"), horizon), True))
+        kept = pc.filter(stones, pc.fill_null(pc.greater_equal(stones.column("deletionTimestamp"), horizon), True))
         for rows in (adds, kept):
             paths, others = referenced_paths(storage, rows)
             found.update(p for p in paths.to_pylist() if p in wanted)

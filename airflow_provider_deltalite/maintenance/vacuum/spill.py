@@ -77,7 +77,7 @@ class PrefixSpill:
             return
         if self._writer is None:
             raise RuntimeError("the spill is closed for writing")
-        prefixes = top_prefix(paths).dictionary_encode()
+        prefixes = pc.dictionary_encode(top_prefix(paths))
         local = [self._ids.setdefault(p, len(self._ids)) for p in prefixes.dictionary.to_pylist()]
         ids = np.asarray(local, dtype=np.int32)[prefixes.indices.to_numpy(zero_copy_only=False)]
         if kind != EXPIRED:
@@ -86,13 +86,15 @@ class PrefixSpill:
                 self._counts = np.concatenate([self._counts, np.zeros(len(counts) - len(self._counts), np.int64)])
             self._counts[: len(counts)] += counts
         order = np.argsort(ids, kind="stable")
-        stamp_column = pa.nulls(len(paths), pa.int64()) if stamps is None else pc.fill_null(stamps.cast(pa.int64()), 0)
+        stamp_column = (
+            pa.nulls(len(paths), pa.int64()) if stamps is None else pc.fill_null(pc.cast(stamps, pa.int64()), 0)
+        )
         batch = pa.record_batch(
             [
-                paths.take(pa.array(order)),
+                pc.take(paths, pa.array(order)),
                 pa.array(ids[order], pa.int32()),
                 pa.array(np.full(len(paths), kind, np.int8)),
-                stamp_column.take(pa.array(order)),
+                pc.take(stamp_column, pa.array(order)),
             ],
             schema=_SCHEMA,
         )
