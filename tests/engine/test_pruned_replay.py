@@ -470,13 +470,13 @@ def test_row_groups_of_other_partitions_are_skipped_on_their_parsed_partition_va
     (root / "_delta_log" / f"{18:020d}.json").write_text("\n".join(map(json.dumps, commit)) + "\n")
     full = load_snapshot(storage)
     decoded: list[int] = []
-    real = checkpoint_stream._selected_rows
+    real = checkpoint_stream.selected_rows
 
     def counting(pf, rg, kinds, keep, *read):
         decoded.append(rg)
         return real(pf, rg, kinds, keep, *read)
 
-    monkeypatch.setattr(checkpoint_stream, "_selected_rows", counting)
+    monkeypatch.setattr(checkpoint_stream, "selected_rows", counting)
     # no partition is null: no row group's values are decoded for IS NULL
     for predicate, least, most in (
         ("p = 'c'", 1, 2),
