@@ -11,7 +11,8 @@ import pyarrow as pa
 from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.arrow_util import contiguous
 from airflow_provider_deltalite.engine.clustering_domain import clustering_spec
-from airflow_provider_deltalite.engine.snapshot import ReplayStream, Snapshot
+from airflow_provider_deltalite.engine.snapshot import Snapshot
+from airflow_provider_deltalite.engine.snapshot_stream import ReplayStream
 from airflow_provider_deltalite.maintenance.health.histogram import bucket_counts
 
 _SIZE_BINS = ((1 << 20, "<1MB"), (8 << 20, "<8MB"), (64 << 20, "<64MB"), (128 << 20, "<128MB"), (1 << 30, "<1GB"))

@@ -106,7 +106,7 @@ def cmd_zorder(args: argparse.Namespace) -> None:
 
 
 def cmd_vacuum(args: argparse.Namespace) -> None:
-    from airflow_provider_deltalite.engine.snapshot import stream_snapshot
+    from airflow_provider_deltalite.engine.snapshot_stream import stream_snapshot
     from airflow_provider_deltalite.maintenance.vacuum import vacuum
     from airflow_provider_deltalite.maintenance.vacuum.paths import VACUUM_FILE_FIELDS
 

@@ -3,7 +3,7 @@ slices of `checkpoint_tasks`, streamed by the tasks instead of pruned.
 
 `stream_with_tasks` lists the log and runs a first round (`read_slice_first`) that reads each slice's non-file
 actions and its removes' paths; it reads the commits after the checkpoint itself. The caller's own task function then
-streams a slice (`stream_slice`: the batches `snapshot.stream_snapshot` would yield for it, without the rows the
+streams a slice (`stream_slice`: the batches `snapshot_stream.stream_snapshot` would yield for it, without the rows the
 commits supersede) and returns its sums, which the caller merges in slice order with the commits' own actions
 (`TaskStream.tail`; `maintenance.health.task_sums`).
 """
@@ -40,7 +40,6 @@ from airflow_provider_deltalite.engine.log_segment import load_log_segment
 from airflow_provider_deltalite.engine.replay import reconcile_commits
 from airflow_provider_deltalite.engine.snapshot import (
     _INTERNAL,
-    STREAMED,
     Snapshot,
     _fold_non_file,
     _partition_physical_union,
@@ -48,6 +47,7 @@ from airflow_provider_deltalite.engine.snapshot import (
     _read_commits,
     _table_state,
 )
+from airflow_provider_deltalite.engine.snapshot_stream import STREAMED
 from airflow_provider_deltalite.engine.storage import Storage
 
 
@@ -103,7 +103,7 @@ A_ = TypeVar("A_")
 
 @dataclass
 class TaskStream:
-    """`snapshot.ReplayStream` with the checkpoint read by a runner's tasks: the table's state without its files
+    """`snapshot_stream.ReplayStream` with the checkpoint read by a runner's tasks: the table's state without its files
     (``snapshot``), one `SliceRead` per slice for the tasks (`fold`), and what the planning process holds itself:
     the commits' own surviving actions (``tail``, after a V2 checkpoint's JSON part's) and every removed path.
 
@@ -133,8 +133,8 @@ def stream_with_tasks(
 ) -> TaskStream | None:
     """The table at ``version`` (None: latest) as a `TaskStream` (of the file actions only ``file_fields`` besides the
     keys, when given), or None when the checkpoint is smaller than ``runner.checkpoint_task_bytes`` (or there is none,
-    or a task finds it unreadable): the caller streams locally (`snapshot.stream_snapshot`, which falls back to an
-    older checkpoint or names the file).
+    or a task finds it unreadable): the caller streams locally (`snapshot_stream.stream_snapshot`, which falls back to
+    an older checkpoint or names the file).
 
     One round of tasks reads each slice's non-file actions and its removes' paths; the commits after the checkpoint
     are read and reconciled here, their keys handed to the tasks that stream the slices.

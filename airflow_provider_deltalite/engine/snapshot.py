@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
@@ -14,10 +14,8 @@ from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.arrow_util import contiguous
 from airflow_provider_deltalite.engine.checkpoint_reader import read_checkpoint
 from airflow_provider_deltalite.engine.checkpoint_stream import (
-    checkpoint_remove_paths,
     open_checkpoint,
     pruned_checkpoint_file_actions,
-    stream_checkpoint_file_actions,
 )
 from airflow_provider_deltalite.engine.column_mapping import column_mapping_mode, physical_name
 from airflow_provider_deltalite.engine.commit_file import (
@@ -44,7 +42,7 @@ from airflow_provider_deltalite.engine.partition_values import parse_partition_v
 from airflow_provider_deltalite.engine.properties import (
     TableProperties,
 )
-from airflow_provider_deltalite.engine.replay import latest_non_file_state, reconcile, reconcile_commits
+from airflow_provider_deltalite.engine.replay import latest_non_file_state, reconcile
 from airflow_provider_deltalite.engine.schema import parse_schema_string
 from airflow_provider_deltalite.engine.stats_parse import parse_stats, record_counts
 from airflow_provider_deltalite.engine.storage import Storage
@@ -405,62 +403,6 @@ def _table_state(
     )
 
 
-def advance_snapshot(snapshot: Snapshot, version: int) -> Snapshot | None:
-    """The snapshot at ``version``, built from ``snapshot`` and the commits after it, or None when it cannot be.
-
-    A transaction that checkpoints the version it committed needs that version's state. Replaying the log for it
-    would read the checkpoint, the whole table state, a second time in the operation; here only the commits after
-    ``snapshot`` are read, and reconciled onto its live files and tombstones as replay reconciles commits onto a
-    checkpoint (`reconcile`'s ``prior``), so the state is the one `load_snapshot` builds. None when a commit in
-    between changes the protocol or the metadata (the schema, partition columns and properties replay depends on),
-    or the commits up to ``version`` are not all in the log: the caller loads the snapshot then.
-
-    Example:
-        >>> advance_snapshot(snapshot_at_12, 13) or load_snapshot(storage, 13)  # doctest: +SKIP
-    """
-    state = snapshot._state
-    if state.pruned_by is not None or state.file_fields is not None:
-        return None  # a checkpoint needs every live file with every field
-    if version == state.version:
-        return snapshot
-    if version < state.version:
-        return None
-    storage = snapshot.storage
-    uri = storage.table_uri
-    listed = [f for f in list_log(storage, state.version + 1) if f.version <= version]
-    commits = [f for f in listed if f.parsed.kind is LogFileKind.COMMIT]
-    if [c.version for c in commits] != list(range(state.version + 1, version + 1)):
-        return None
-    try:
-        contents = _read_commits(storage, commits)
-    except CorruptLog:
-        return None  # the full load reports it
-    new_non_file = find_non_file_actions(contents, uri)
-    if any(a.name in (A.PROTOCOL, A.METADATA) for a in new_non_file):
-        return None
-    # the earlier state as actions before every new one, so the new ones fold onto it as replay folds them
-    base = [NonFileAction(state.version, -4, A.PROTOCOL, state.protocol)]
-    base.append(NonFileAction(state.version, -3, A.METADATA, state.metadata))
-    base += [NonFileAction(state.version, -2, A.TXN, txn) for txn in state.txn.values()]
-    base += [NonFileAction(state.version, -1, A.DOMAIN_METADATA, d) for d in state.domain_metadata.values()]
-    base += [NonFileAction(v, -5, A.COMMIT_INFO, info) for v, info in state.commit_infos.items()]
-    folded = latest_non_file_state(base + new_non_file)
-    partition_columns = list(state.partition_union)
-    adds, removes = parse_commit_file_actions(contents, partition_columns, uri)
-    live, tombstones = reconcile(
-        adds, removes, _path_normalizer(storage), None, partition_columns, uri, prior=(state.live, state.tombstones)
-    )
-    old = state.segment
-    segment = LogSegment(
-        version=version,
-        checkpoint=old.checkpoint,
-        commits=old.commits + tuple(commits),
-        older_checkpoints=old.older_checkpoints,
-        listing=old.listing + tuple(listed),
-    )
-    return Snapshot(storage, _table_state(folded, live, tombstones, segment, state.partition_union))
-
-
 def _path_normalizer(storage: Storage):
     def normalize(path: str) -> str:
         try:
@@ -520,92 +462,9 @@ def load_snapshot(
                 ) from None
 
 
-# `Snapshot.pruned_by` of the snapshot a `ReplayStream` carries: it holds no file, its files come in batches.
-STREAMED = "<files streamed>"
-
-
-@dataclass
-class ReplayStream:
-    """A table's state without its files (`snapshot`: protocol, metadata, schema, properties, domains, txns; it holds
-    no file and is never checkpointed), and its live files and tombstones a batch at a time (`batches`).
-
-    What a whole-table aggregation (health) needs: memory follows a batch, not the table. The commits after the
-    checkpoint are reconciled first, so each checkpoint batch arrives without the rows they supersede; their own
-    surviving actions come last.
-    """
-
-    snapshot: Snapshot
-    _batches: Callable[[], Iterator[tuple[pa.Table, pa.Table]]]
-    _removed_paths: Callable[[], pa.Array]
-
-    def removed_paths(self) -> pa.Array:
-        """The path of every remove the checkpoint and the commits hold (a superset of the tombstones' paths; the
-        checkpoint's ``remove.path`` column alone is read): what tells, while live files stream by, which of them
-        share a path with a tombstone (a file kept with a new deletion vector)."""
-        return self._removed_paths()
-
-    def batches(self) -> Iterator[tuple[pa.Table, pa.Table]]:
-        """(live adds, tombstones) per batch, in `Snapshot.raw_files` / `Snapshot.tombstones` layout."""
-        for adds, removes in self._batches():
-            yield adds.drop_columns(list(_INTERNAL)), removes.drop_columns(list(_INTERNAL))
-
-
-def stream_snapshot(
-    storage: Storage, version: int | None = None, *, file_fields: Iterable[str] | None = None
-) -> ReplayStream:
-    """The table at ``version`` (None: latest) as a `ReplayStream` (of the file actions only ``file_fields`` besides
-    the keys, when given). A checkpoint that cannot be opened falls back as `load_snapshot` does, to a replay held
-    in memory and handed out as one batch.
-
-    Raises:
-        TableNotFound, VersionNotFound, CorruptLog, ProtocolNotSupported: as `load_snapshot`.
-        CheckpointUnreadable: from `batches`, when a checkpoint part turns out unreadable while it is read.
-    """
-    fields = frozenset(file_fields) if file_fields is not None else None
-    segment = load_log_segment(storage, version)
-    uri = storage.table_uri
-    try:
-        sources = open_checkpoint(storage, segment.checkpoint) if segment.checkpoint else None
-    except CheckpointUnreadable:
-        whole = load_snapshot(storage, segment.version, file_fields=fields)
-        state = whole._state
-        held = (state.live, state.tombstones)
-        stones = state.tombstones.column("path")
-        return ReplayStream(_without_files(storage, state), lambda: iter([held]), lambda: contiguous(stones))
-    contents = _read_commits(storage, segment.commits)
-    non_file = (sources.non_file if sources else []) + find_non_file_actions(contents, uri)
-    folded = _fold_non_file(non_file, segment, uri)
-    partition_columns = _partition_physical_union(non_file, uri)
-    adds, removes = parse_commit_file_actions(contents, partition_columns, uri)
-    live, tombstones, superseded = reconcile_commits(adds, removes, _path_normalizer(storage))
-    empty = empty_file_actions(partition_columns)
-    state = _table_state(folded, *empty, segment, tuple(partition_columns), pruned_by=STREAMED, file_fields=fields)
-
-    def batches() -> Iterator[tuple[pa.Table, pa.Table]]:
-        if sources is not None:
-            yield from stream_checkpoint_file_actions(storage, sources, partition_columns, superseded, fields)
-        yield live, tombstones
-
-    def removed_paths() -> pa.Array:
-        paths = [pc.cast(contiguous(removes.column("path")), pa.string())]
-        if sources is not None:
-            paths.append(checkpoint_remove_paths(storage, sources))
-        return pa.concat_arrays(paths)
-
-    return ReplayStream(Snapshot(storage, state), batches, removed_paths)
-
-
-def _without_files(storage: Storage, state: TableState) -> Snapshot:
-    live, tombstones = empty_file_actions(list(state.partition_union))
-    return Snapshot(storage, replace(state, live=live, tombstones=tombstones, pruned_by=STREAMED))
-
-
 __all__ = [
-    "STREAMED",
     "PartitionFilter",
-    "ReplayStream",
     "Snapshot",
     "TableState",
     "load_snapshot",
-    "stream_snapshot",
 ]

@@ -23,7 +23,8 @@ from airflow_provider_deltalite.engine.log_path import LogFileKind
 from airflow_provider_deltalite.engine.log_segment import earliest_version, list_log, load_log_segment
 from airflow_provider_deltalite.engine.partition_filter import PartitionFilter
 from airflow_provider_deltalite.engine.row_tracking import row_tracking_state
-from airflow_provider_deltalite.engine.snapshot import ReplayStream, Snapshot, load_snapshot, stream_snapshot
+from airflow_provider_deltalite.engine.snapshot import Snapshot, load_snapshot
+from airflow_provider_deltalite.engine.snapshot_stream import ReplayStream, stream_snapshot
 from airflow_provider_deltalite.engine.storage import Storage
 from airflow_provider_deltalite.engine.transaction import Transaction, start_transaction
 

@@ -65,7 +65,8 @@ from airflow_provider_deltalite.engine.row_tracking import (
     row_tracking_state,
     without_row_ids,
 )
-from airflow_provider_deltalite.engine.snapshot import Snapshot, advance_snapshot, load_snapshot
+from airflow_provider_deltalite.engine.snapshot import Snapshot, load_snapshot
+from airflow_provider_deltalite.engine.snapshot_advance import advance_snapshot
 from airflow_provider_deltalite.engine.storage import Storage
 
 log = logging.getLogger(__name__)

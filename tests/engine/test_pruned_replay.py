@@ -19,7 +19,9 @@ from airflow_provider_deltalite.engine.checkpoint_writer import write_checkpoint
 from airflow_provider_deltalite.engine.errors import DeltaLiteError, InvalidExpression, TransactionError
 from airflow_provider_deltalite.engine.expressions import bind, may_match_partitions, parse_expression
 from airflow_provider_deltalite.engine.partition_filter import PartitionFilter
-from airflow_provider_deltalite.engine.snapshot import Snapshot, advance_snapshot, load_snapshot, stream_snapshot
+from airflow_provider_deltalite.engine.snapshot import Snapshot, load_snapshot
+from airflow_provider_deltalite.engine.snapshot_advance import advance_snapshot
+from airflow_provider_deltalite.engine.snapshot_stream import stream_snapshot
 from airflow_provider_deltalite.engine.storage.table_storage import Storage
 from airflow_provider_deltalite.maintenance.optimize import optimize
 from airflow_provider_deltalite.table import DeltaTable

@@ -14,7 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_provider_deltalite.engine.errors import DeltaLiteError
-from airflow_provider_deltalite.engine.snapshot import Snapshot, advance_snapshot, load_snapshot
+from airflow_provider_deltalite.engine.snapshot import Snapshot, load_snapshot
+from airflow_provider_deltalite.engine.snapshot_advance import advance_snapshot
 from airflow_provider_deltalite.engine.storage.table_storage import Storage
 from airflow_provider_deltalite.maintenance.optimize import optimize
 from airflow_provider_deltalite.table import DeltaTable

@@ -1,5 +1,5 @@
 """Health figures summed over batches of live files and tombstones: what lets `table_health` read a table of
-millions of files as a stream (`engine.snapshot.stream_snapshot`) instead of holding it.
+millions of files as a stream (`engine.snapshot_stream.stream_snapshot`) instead of holding it.
 
 Per partition the accumulator keeps counts and sums (files, bytes, rows, small files, deleted rows, files with a
 deletion vector) and the size histogram's buckets; per file only what clustering quality needs (the partition and a

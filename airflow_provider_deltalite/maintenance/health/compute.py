@@ -1,12 +1,11 @@
 """`table_health`: a table's health at one version from its log and file statistics, per partition and in total.
 
-Without a snapshot the table is read as a stream (`engine.snapshot.stream_snapshot`: the checkpoint a batch at a time,
-without tags or row-tracking fields) and summed batch by batch (`accumulate.HealthAccumulator`); a snapshot the
+Without a snapshot the table is read as a stream (`engine.snapshot_stream.stream_snapshot`: the checkpoint a batch at a
+time, without tags or row-tracking fields) and summed batch by batch (`accumulate.HealthAccumulator`); a snapshot the
 caller has loaded is summed as one batch. With a task runner (the Spark executor) and a checkpoint of at least its
-``checkpoint_task_bytes``, the runner's tasks sum the checkpoint a slice each and the parts are merged
-(`task_sums`). Per batch, files are grouped by partition and every per-partition figure is
-a `bincount` over the group ids; no loop runs per file. Statistics are parsed for ``numRecords`` and the measured
-columns only.
+``checkpoint_task_bytes``, the runner's tasks sum the checkpoint a slice each and the parts are merged (`task_sums`).
+Per batch, files are grouped by partition and every per-partition figure is a `bincount` over the group ids; no loop
+runs per file. Statistics are parsed for ``numRecords`` and the measured columns only.
 """
 
 from __future__ import annotations
@@ -22,7 +21,8 @@ import pyarrow as pa
 from airflow_provider_deltalite.engine.arrow_util import contiguous
 from airflow_provider_deltalite.engine.errors import InvalidArgument
 from airflow_provider_deltalite.engine.properties import DELETED_FILE_RETENTION_DURATION, TARGET_FILE_SIZE
-from airflow_provider_deltalite.engine.snapshot import ReplayStream, Snapshot, stream_snapshot
+from airflow_provider_deltalite.engine.snapshot import Snapshot
+from airflow_provider_deltalite.engine.snapshot_stream import ReplayStream, stream_snapshot
 from airflow_provider_deltalite.engine.table import Table, parse_timestamp_ms
 from airflow_provider_deltalite.maintenance.health.accumulate import HealthAccumulator
 from airflow_provider_deltalite.maintenance.health.clustering_columns import (

@@ -177,7 +177,7 @@ def _history_uri(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[str 
 
 def _measure(table: Any) -> tuple[Any, str | None]:
     """The table's health and id, or (None, None) when they cannot be measured (the operation will say why)."""
-    from airflow_provider_deltalite.engine.snapshot import stream_snapshot
+    from airflow_provider_deltalite.engine.snapshot_stream import stream_snapshot
     from airflow_provider_deltalite.maintenance.health.compute import table_health
 
     try:

@@ -1,17 +1,16 @@
 """Planning a table without holding its files' actions: one streamed pass over the log, then the partitions that
 need work planned from what the pass kept, or from pruned replays of them, a group at a time.
 
-The pass (`engine.snapshot.stream_snapshot`) sums the health (`health.compute.stream_health`) and, per partition, what
-decides whether `candidates` would look at it at all (`PartitionTriggers`): its files, its fragments, its files over
-the deleted-rows ratio, and its files per Z-order tag; and, per file, its partition's number and its size
+The pass (`engine.snapshot_stream.stream_snapshot`) sums the health (`health.compute.stream_health`) and, per partition,
+what decides whether `candidates` would look at it at all (`PartitionTriggers`): its files, its fragments, its files
+over the deleted-rows ratio, and its files per Z-order tag; and, per file, its partition's number and its size
 (`streamed_compaction.PartitionSizes`). A partition where a trigger fires and no file has a deletion vector needs at
 most a compaction (without Z-order columns in the policy): it is planned from those sizes
 (`streamed_compaction.compaction_candidates`), without a replay. The other partitions where a trigger fires are
 replayed, in the candidates' partition order, in groups of at most `PLAN_GROUP_FILES` files (a partition larger than
-that is a group of its own), each group from the log with a `PartitionSetFilter`; `candidates.rewrite_candidates`
-runs on each group's snapshot as it runs on the whole table's. The plan is the one the whole snapshot gives (tests
-compare them): a partition's candidate depends on its own files only, and the triggers are the candidates' own first
-conditions.
+that is a group of its own), each group from the log with a `PartitionSetFilter`; `candidates.rewrite_candidates` runs
+on each group's snapshot as it runs on the whole table's. The plan is the one the whole snapshot gives (tests compare
+them): a partition's candidate depends on its own files only, and the triggers are the candidates' own first conditions.
 
 Memory: the stream's (a batch, the tombstones, the health's per-partition sums), a few counters per partition, 12
 bytes per live file (its partition's number and its size; about twice that while they are sorted), and one group's

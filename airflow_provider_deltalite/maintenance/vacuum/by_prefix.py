@@ -1,7 +1,7 @@
 """VACUUM FULL one top-level prefix at a time: the protected paths of a group of top-level directories against the
 listing of those directories, never the whole table's.
 
-The table's state is read once, as a stream (`engine.snapshot.stream_snapshot`), and its protected paths are
+The table's state is read once, as a stream (`engine.snapshot_stream.stream_snapshot`), and its protected paths are
 spilled by top-level prefix (`spill`). The root is listed alone; its files are compared with the paths at the root.
 Then its subdirectories are taken in groups (consecutive in the root listing's order, at most `GROUP_PATHS` protected
 paths and `GROUP_DIRS` directories per group, a larger directory alone): each group's paths are read back,

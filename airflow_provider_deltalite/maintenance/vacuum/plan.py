@@ -16,7 +16,8 @@ import pyarrow as pa
 
 from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.errors import CheckpointUnreadable, CorruptLog
-from airflow_provider_deltalite.engine.snapshot import Snapshot, stream_snapshot
+from airflow_provider_deltalite.engine.snapshot import Snapshot
+from airflow_provider_deltalite.engine.snapshot_stream import stream_snapshot
 from airflow_provider_deltalite.engine.storage import Storage
 from airflow_provider_deltalite.engine.table import Table
 from airflow_provider_deltalite.maintenance.vacuum.listing import ListedDir

@@ -25,7 +25,8 @@ from airflow_provider_deltalite.engine.errors import (
 )
 from airflow_provider_deltalite.engine.features import ensure_writable
 from airflow_provider_deltalite.engine.log_path import LOG_DIR
-from airflow_provider_deltalite.engine.snapshot import Snapshot, stream_snapshot
+from airflow_provider_deltalite.engine.snapshot import Snapshot
+from airflow_provider_deltalite.engine.snapshot_stream import stream_snapshot
 from airflow_provider_deltalite.engine.storage import Storage
 from airflow_provider_deltalite.engine.table import Table
 from airflow_provider_deltalite.engine.transaction import CommitResult, Transaction

@@ -1,7 +1,7 @@
 """VACUUM FULL's protected paths, spilled to a temporary Arrow IPC file by top-level prefix, so that the comparison
 with the listing holds one group of prefixes at a time instead of the whole table (`by_prefix`).
 
-The table's state arrives a batch at a time (`engine.snapshot.stream_snapshot`); each batch's protected paths
+The table's state arrives a batch at a time (`engine.snapshot_stream.stream_snapshot`); each batch's protected paths
 (relative to the root, as `paths.protected_files` resolves them) are tagged with their top-level prefix (the first
 path segment; ``""`` for files at the root), sorted by it and appended to the file as one record batch. Reading a
 prefix back is then a binary search in each record batch's prefix-id column, and a zero-copy slice of the
