@@ -66,7 +66,8 @@ def create_small_file_table(
     """
     import pyarrow as pa
 
-    from airflow_provider_deltalite.engine.rewrite import TableContext, WriterOptions, write_data_file
+    from airflow_provider_deltalite.engine.data_file_writer import WriterOptions
+    from airflow_provider_deltalite.engine.rewrite import TableContext, write_data_file
     from airflow_provider_deltalite.engine.storage import Storage
     from airflow_provider_deltalite.table import DeltaTable
 

@@ -32,7 +32,7 @@ from airflow_provider_deltalite.maintenance.options import (
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from airflow_provider_deltalite.engine.rewrite import WriterOptions
+    from airflow_provider_deltalite.engine.data_file_writer import WriterOptions
     from airflow_provider_deltalite.engine.snapshot import Snapshot
     from airflow_provider_deltalite.maintenance.changes import ChangeSet
     from airflow_provider_deltalite.maintenance.checkpoint import CheckpointResult

@@ -53,8 +53,9 @@ sys.path.insert(0, str(HERE.parent))  # run from anywhere: the package of this c
 
 from airflow_provider_deltalite import DeltaTable  # noqa: E402
 from airflow_provider_deltalite.engine.checkpoint_writer import write_checkpoint  # noqa: E402
+from airflow_provider_deltalite.engine.data_file_writer import WriterOptions  # noqa: E402
 from airflow_provider_deltalite.engine.log_segment import list_log  # noqa: E402
-from airflow_provider_deltalite.engine.rewrite import TableContext, WriterOptions, write_data_file  # noqa: E402
+from airflow_provider_deltalite.engine.rewrite import TableContext, write_data_file  # noqa: E402
 from airflow_provider_deltalite.engine.storage import Storage  # noqa: E402
 from airflow_provider_deltalite.maintenance.changes import list_changes, poll_changes  # noqa: E402
 

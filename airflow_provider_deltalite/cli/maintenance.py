@@ -41,7 +41,7 @@ def _run_rewrite(args: argparse.Namespace, operation: str) -> OptimizeStats:
     """Run OPTIMIZE or Z-order with the chosen executor and, on a terminal, a progress bar."""
     # the maintenance modules load here, not with the CLI: `deltalite describe` and the rest never need them (nor
     # OPTIMIZE Z-order's)
-    from airflow_provider_deltalite.engine.rewrite import WriterOptions
+    from airflow_provider_deltalite.engine.data_file_writer import WriterOptions
     from airflow_provider_deltalite.maintenance.optimize import optimize
 
     table = open_table(args)  # reads nothing yet; its URI names the table in option errors

@@ -37,6 +37,7 @@ import pyarrow as pa
 from airflow_provider_deltalite.engine.column_encodings import input_verdicts
 from airflow_provider_deltalite.engine.conform import delta_schema_to_arrow, to_physical
 from airflow_provider_deltalite.engine.data_file_paths import new_data_file_path, partition_directory
+from airflow_provider_deltalite.engine.data_file_writer import WriterOptions, parquet_writer
 from airflow_provider_deltalite.engine.data_files import iter_file_rows
 from airflow_provider_deltalite.engine.errors import DeltaLiteError, StorageError
 from airflow_provider_deltalite.engine.parquet.encodings import dictionary_verdicts
@@ -51,10 +52,8 @@ from airflow_provider_deltalite.engine.rewrite import (
     RewriteResult,
     RewriteTask,
     TableContext,
-    WriterOptions,
     again_after_interrupted_uploads,
     iter_live_rows,
-    parquet_writer,
     rewrite_files,
     rewrite_result,
 )

@@ -38,18 +38,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_deltalite.engine.clustering_domain import clustering_spec
+from airflow_provider_deltalite.engine.data_file_writer import WriterOptions
 from airflow_provider_deltalite.engine.errors import (
     DeltaLiteError,
     InvalidArgument,
     redact_uri,
 )
 from airflow_provider_deltalite.engine.file_actions import ensure_can_add_files, live_file_actions
-from airflow_provider_deltalite.engine.rewrite import (
-    RewriteResult,
-    RewriteTask,
-    TableContext,
-    WriterOptions,
-)
+from airflow_provider_deltalite.engine.rewrite import RewriteResult, RewriteTask, TableContext
 from airflow_provider_deltalite.engine.rewrite_stitch import compact_files
 from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.engine.table import Table

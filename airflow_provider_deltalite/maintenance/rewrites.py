@@ -16,9 +16,7 @@ from airflow_provider_deltalite.engine.errors import (
 from airflow_provider_deltalite.engine.file_actions import dv_key
 from airflow_provider_deltalite.engine.partition_filter import bind_partition_predicate
 from airflow_provider_deltalite.engine.properties import TARGET_FILE_SIZE
-from airflow_provider_deltalite.engine.rewrite import (
-    RewriteResult,
-)
+from airflow_provider_deltalite.engine.rewrite import RewriteResult
 from airflow_provider_deltalite.engine.row_tracking import materialized_columns
 from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.engine.table import Table

@@ -219,7 +219,8 @@ def _append_one_file(uri: str, options: dict[str, Any]) -> int:
     """Append one data file with deltalite's engine (a data-changing commit); the new version."""
     import pyarrow as pa
 
-    from airflow_provider_deltalite.engine.rewrite import TableContext, WriterOptions, write_data_file
+    from airflow_provider_deltalite.engine.data_file_writer import WriterOptions
+    from airflow_provider_deltalite.engine.rewrite import TableContext, write_data_file
 
     table = DeltaTable(uri, storage_options=options)
     snapshot = table.snapshot()

@@ -23,7 +23,7 @@ from airflow_provider_deltalite.engine.parquet.footer import (
     footer_bytes,
     read_footer,
 )
-from airflow_provider_deltalite.engine.parquet.stitch import NotStitchable, ShiftableOffsetIndex
+from airflow_provider_deltalite.engine.parquet.offset_index import ShiftableOffsetIndex
 from airflow_provider_deltalite.engine.parquet.thrift_compact import (
     BINARY,
     I32,
@@ -276,5 +276,5 @@ def test_offset_indexes_move_as_decoding_them_whole_moves_them() -> None:
         index = ShiftableOffsetIndex(raw)
         assert index.offsets == [4]
         assert index.moved(10) == _moved_field_by_field(raw, 10) != raw
-    with pytest.raises(NotStitchable, match="offset index"):
+    with pytest.raises(FooterError, match="offset index"):
         ShiftableOffsetIndex(b"\x19\x1c\x16")

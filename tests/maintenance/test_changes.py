@@ -22,8 +22,9 @@ import pytest
 from airflow_provider_deltalite import DeltaTable
 from airflow_provider_deltalite.engine import CorruptLog, InvalidArgument, TableNotFound
 from airflow_provider_deltalite.engine.checkpoint_writer import write_checkpoint
+from airflow_provider_deltalite.engine.data_file_writer import WriterOptions
 from airflow_provider_deltalite.engine.errors import LogGap, TableRecreated
-from airflow_provider_deltalite.engine.rewrite import TableContext, WriterOptions, write_data_file
+from airflow_provider_deltalite.engine.rewrite import TableContext, write_data_file
 from airflow_provider_deltalite.engine.storage import Storage
 from airflow_provider_deltalite.maintenance.changes import (
     PROBE_LIMIT,

@@ -17,8 +17,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_provider_deltalite import DeltaTable
+from airflow_provider_deltalite.engine.data_file_writer import WriterOptions
 from airflow_provider_deltalite.engine.data_files import iter_file_rows
-from airflow_provider_deltalite.engine.rewrite import WriterOptions
 from airflow_provider_deltalite.engine.storage import Storage
 from airflow_provider_deltalite.maintenance.optimize import optimize
 from tests.oracles import agreed_rows
@@ -79,7 +79,7 @@ _PEAK_SCRIPT = textwrap.dedent(
     import json, sys
     import pyarrow as pa
     from airflow_provider_deltalite import DeltaTable
-    from airflow_provider_deltalite.engine.rewrite import WriterOptions
+    from airflow_provider_deltalite.engine.data_file_writer import WriterOptions
     from airflow_provider_deltalite.executors import LocalExecutor
     from airflow_provider_deltalite.maintenance.clustering.zorder import zorder
     from airflow_provider_deltalite.maintenance.optimize import optimize

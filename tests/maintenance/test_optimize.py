@@ -21,7 +21,7 @@ from airflow_provider_deltalite.engine import (
     InvalidArgument,
     InvalidExpression,
 )
-from airflow_provider_deltalite.engine.rewrite import WriterOptions
+from airflow_provider_deltalite.engine.data_file_writer import WriterOptions
 from airflow_provider_deltalite.engine.scan import scan
 from airflow_provider_deltalite.maintenance.optimize import optimize, plan_optimize
 from tests.conformance.corpus import read_expected, row_multiset

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_provider_deltalite import DeltaTable
-from airflow_provider_deltalite.engine.rewrite import WriterOptions
+from airflow_provider_deltalite.engine.data_file_writer import WriterOptions
 from airflow_provider_deltalite.executors.spark import SparkExecutor
 from airflow_provider_deltalite.maintenance.optimize import optimize
 from tests.maintenance.stitch_checks import commit_actions, file_of, spark_conf

@@ -179,7 +179,8 @@ def append_rows(table: Any, part: str, ids: Sequence[int], seq: int, batch: int,
     """
     import pyarrow as pa
 
-    from airflow_provider_deltalite.engine.rewrite import TableContext, WriterOptions, write_data_file
+    from airflow_provider_deltalite.engine.data_file_writer import WriterOptions
+    from airflow_provider_deltalite.engine.rewrite import TableContext, write_data_file
 
     n = len(ids)
     rows = pa.table(

@@ -37,9 +37,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_deltalite.engine.clustering_domain import CLUSTERING_PROVIDER, ClusteringSpec
+from airflow_provider_deltalite.engine.data_file_writer import WriterOptions
 from airflow_provider_deltalite.engine.errors import InvalidArgument, InvalidTableProperty
 from airflow_provider_deltalite.engine.file_actions import live_file_actions
-from airflow_provider_deltalite.engine.rewrite import RewriteResult, TableContext, WriterOptions
+from airflow_provider_deltalite.engine.rewrite import RewriteResult, TableContext
 from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.engine.stats_collect import StatsCollector
 from airflow_provider_deltalite.engine.table import Table

@@ -48,11 +48,11 @@ import pyarrow as pa
 
 from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.conform import delta_schema_to_arrow
+from airflow_provider_deltalite.engine.data_file_writer import WriterOptions
 from airflow_provider_deltalite.engine.expressions import column_path
 from airflow_provider_deltalite.engine.rewrite import (
     RewriteResult,
     TableContext,
-    WriterOptions,
     again_after_interrupted_uploads,
     iter_live_rows,
     rewrite_result,

@@ -22,10 +22,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_deltalite.engine.clustering_domain import is_clustered
+from airflow_provider_deltalite.engine.data_file_writer import WriterOptions
 from airflow_provider_deltalite.engine.errors import InvalidArgument
 from airflow_provider_deltalite.engine.expressions import column_path, format_column
 from airflow_provider_deltalite.engine.file_actions import ensure_can_add_files, live_file_actions
-from airflow_provider_deltalite.engine.rewrite import RewriteResult, TableContext, WriterOptions
+from airflow_provider_deltalite.engine.rewrite import RewriteResult, TableContext
 from airflow_provider_deltalite.engine.schema import find_field
 from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.engine.stats_collect import StatsCollector

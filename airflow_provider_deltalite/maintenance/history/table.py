@@ -22,8 +22,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from airflow_provider_deltalite.engine.data_file_writer import WriterOptions
 from airflow_provider_deltalite.engine.errors import InvalidArgument, TableNotFound
-from airflow_provider_deltalite.engine.rewrite import TableContext, WriterOptions, write_data_file
+from airflow_provider_deltalite.engine.rewrite import TableContext, write_data_file
 from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.engine.table import Table
 
