@@ -1,8 +1,8 @@
 """deltalite: an Apache Airflow provider for Delta Lake table maintenance, with its own Delta format engine.
 
-The public Python API is re-exported here: `DeltaTable`, the options objects, the stats types and `ChangeSet`, and
-`DeltaLiteError`. They load on first use, because Airflow imports this package (for `get_provider_info`) while it
-configures itself and must not pay for pyarrow then.
+The public Python API is re-exported here: `DeltaTable`, the options objects (and `WriterOptions`, how rewritten files
+are encoded), the stats types and `ChangeSet`, and `DeltaLiteError`. They load on first use, because Airflow imports
+this package (for `get_provider_info`) while it configures itself and must not pay for pyarrow then.
 
 Example:
     >>> from airflow_provider_deltalite import DeltaTable
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_provider_deltalite.version import __version__
 
 if TYPE_CHECKING:
+    from airflow_provider_deltalite.engine.data_file_writer import WriterOptions
     from airflow_provider_deltalite.engine.errors import DeltaLiteError
     from airflow_provider_deltalite.maintenance.changes import ChangeSet
     from airflow_provider_deltalite.maintenance.checkpoint import CheckpointResult
@@ -42,6 +43,7 @@ _EXPORTS = {
     "ChangeSet": "airflow_provider_deltalite.maintenance.changes",
     "CheckpointResult": "airflow_provider_deltalite.maintenance.checkpoint",
     "DeltaLiteError": "airflow_provider_deltalite.engine.errors",
+    "WriterOptions": "airflow_provider_deltalite.engine.data_file_writer",
 }
 
 __all__ = [
@@ -54,6 +56,7 @@ __all__ = [
     "OptimizeStats",
     "VacuumOptions",
     "VacuumStats",
+    "WriterOptions",
     "ZOrderOptions",
     "__version__",
     "get_provider_info",

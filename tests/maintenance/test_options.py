@@ -92,3 +92,14 @@ def test_options_object_or_keywords_not_both() -> None:
     with pytest.raises(InvalidArgument) as info:
         OptimizeOptions.resolve(VacuumOptions(), {}, "/t")  # type: ignore[arg-type]
     assert str(info.value) == "table /t: options must be OptimizeOptions, got VacuumOptions"
+
+
+def test_writer_options_are_exported_from_the_package_root() -> None:
+    from airflow_provider_deltalite import WriterOptions
+    from airflow_provider_deltalite.engine.data_file_writer import WriterOptions as engine_writer_options
+
+    assert WriterOptions is engine_writer_options
+    assert WriterOptions(compression="ZSTD").compression == "zstd"
+    with pytest.raises(ValueError) as info:
+        WriterOptions(compression="lzo")
+    assert str(info.value) == "compression must be one of snappy, zstd, gzip, brotli, lz4, none, got 'lzo'"
