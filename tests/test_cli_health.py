@@ -54,6 +54,7 @@ def test_json_runs_without_pandas_or_maintenance_operations(tmp_path: Path) -> N
             "airflow_provider_deltalite.maintenance.health",
             *(f"airflow_provider_deltalite.maintenance.health.{m}" for m in health),
             "airflow_provider_deltalite.maintenance.optimize_stats",
+            "airflow_provider_deltalite.maintenance.option_values",
             "airflow_provider_deltalite.maintenance.options",
             "airflow_provider_deltalite.maintenance.wording",
         ]

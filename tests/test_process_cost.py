@@ -98,7 +98,15 @@ def test_describe_and_optimize_import_nothing_heavy(tmp_path: Path) -> None:
     # the options module is the CLI's argument parsing, the histogram counting is health's; no operation is loaded
     loaded = [
         f"airflow_provider_deltalite.maintenance.{m}"
-        for m in ("health", "health.histogram", "health.metrics", "optimize_stats", "options", "wording")
+        for m in (
+            "health",
+            "health.histogram",
+            "health.metrics",
+            "optimize_stats",
+            "option_values",
+            "options",
+            "wording",
+        )
     ]
     assert report == {
         "code": 0,

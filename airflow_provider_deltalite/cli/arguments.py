@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from airflow_provider_deltalite.engine.errors import InvalidArgument
+from airflow_provider_deltalite.maintenance.option_values import split_columns
 from airflow_provider_deltalite.maintenance.options import (
     CURVES,
     VACUUM_INVENTORY_FORMATS,
@@ -22,7 +23,6 @@ from airflow_provider_deltalite.maintenance.options import (
     OptimizeOptions,
     VacuumOptions,
     ZOrderOptions,
-    split_columns,
 )
 
 OptionsT = TypeVar("OptionsT", bound=MaintenanceOptions)

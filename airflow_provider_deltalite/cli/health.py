@@ -14,7 +14,7 @@ from airflow_provider_deltalite.cli.common import (
     open_table,
 )
 from airflow_provider_deltalite.cli.render import print_json
-from airflow_provider_deltalite.maintenance.options import split_columns
+from airflow_provider_deltalite.maintenance.option_values import split_columns
 from airflow_provider_deltalite.maintenance.wording import count, human_size, percent
 
 if TYPE_CHECKING:

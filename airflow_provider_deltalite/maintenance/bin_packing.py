@@ -12,7 +12,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from airflow_provider_deltalite.maintenance.options import positive_bytes
+from airflow_provider_deltalite.maintenance.option_values import positive_bytes
 
 T = TypeVar("T")
 

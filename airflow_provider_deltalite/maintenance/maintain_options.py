@@ -13,12 +13,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from airflow_provider_deltalite.engine.errors import InvalidArgument
-from airflow_provider_deltalite.maintenance.options import (
-    MaintenanceOptions,
-    history_location,
-    optional_text,
-    whole_number,
-)
+from airflow_provider_deltalite.maintenance.option_values import history_location, optional_text, whole_number
+from airflow_provider_deltalite.maintenance.options import MaintenanceOptions
 
 
 def json_value(name: str, value: Any) -> Any:

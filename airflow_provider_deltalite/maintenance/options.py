@@ -8,7 +8,8 @@ document (`to_json` / `from_json`). The names follow Delta and delta-rs: ``colum
 What can be checked without the table (types, ranges, known names) is checked here, when the object is built; what
 needs the table (a column's type, a property default) is checked by the operation. A bad value raises
 `InvalidArgument` naming the field; the builders that know the table (`build`, `from_text`, `from_json`) name the table
-too. This module imports only the engine's errors, so the Airflow layer can use it without loading pyarrow.
+too. The checks of single values are in `option_values`. This module imports only those and the engine's errors, so
+the Airflow layer can use it without loading pyarrow.
 
 Example:
     >>> OptimizeOptions.from_text({"target_size": "268435456", "dry_run": "true"}).target_size
@@ -21,12 +22,24 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 from airflow_provider_deltalite.engine.errors import InvalidArgument
+from airflow_provider_deltalite.maintenance.option_values import (
+    column_names,
+    flag,
+    history_location,
+    one_of,
+    optional_text,
+    positive_bytes,
+    real_number,
+    retention_ms,
+    share,
+    strict_flag,
+    whole_number,
+)
 
 OptionsT = TypeVar("OptionsT", bound="MaintenanceOptions")
 
@@ -36,148 +49,6 @@ DEFAULT_RUN_BYTES = 16 * 1024 * 1024  # memory one sorted clustering run may tak
 VACUUM_MODES = ("full", "lite")
 VACUUM_INVENTORY_FORMATS = ("csv", "parquet", "s3-inventory")
 GAP_POLICIES = ("raise", "resume")
-HOUR_MS = 3_600_000
-
-
-# -- checks shared with the operations (one message per rule, wherever it is checked) ---------------------------------
-
-
-def positive_bytes(name: str, value: Any, table_uri: str | None = None) -> int | None:
-    """A positive whole number of bytes, or None (unset)."""
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
-        raise InvalidArgument(f"{name} must be a positive number of bytes, got {value!r}", table_uri)
-    return value
-
-
-def share(name: str, value: Any, table_uri: str | None = None) -> float | None:
-    """A number between 0 and 1, or None (unset)."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
-        raise InvalidArgument(f"{name} must be between 0 and 1, got {value!r}", table_uri)
-    return float(value)
-
-
-def retention_ms(retention_hours: Any, table_uri: str | None = None) -> int | None:
-    """``retention_hours`` in milliseconds, or None when not given.
-
-    Raises:
-        InvalidArgument: not a finite, non-negative number of hours.
-    """
-    if retention_hours is None:
-        return None
-    if isinstance(retention_hours, bool) or not isinstance(retention_hours, int | float):
-        raise InvalidArgument(f"retention_hours must be a number of hours, got {retention_hours!r}", table_uri)
-    if not math.isfinite(retention_hours):
-        raise InvalidArgument(f"retention_hours must be a finite number of hours, got {retention_hours!r}", table_uri)
-    if retention_hours < 0:
-        raise InvalidArgument(f"retention_hours must not be negative, got {retention_hours:g}", table_uri)
-    return round(retention_hours * HOUR_MS)
-
-
-def _flag(name: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise InvalidArgument(f"{name} must be true or false, got {value!r}")
-    return value
-
-
-def _choice(name: str, value: Any, choices: Sequence[str], *, fold_case: bool = False) -> str:
-    text = value.strip().lower() if fold_case and isinstance(value, str) else value
-    if text not in choices:
-        raise InvalidArgument(f"{name} must be {' or '.join(repr(c) for c in choices)}, got {value!r}")
-    return str(text)
-
-
-# -- converters for rendered templates and other text (None, "" and "None" mean unset) --------------------------------
-
-
-def optional_text(value: Any) -> str | None:
-    """A string value; None, "" and a rendered "None" mean unset."""
-    if value is None:
-        return None
-    text = str(value).strip()
-    return None if text in ("", "None") else text
-
-
-def whole_number(name: str, value: Any) -> int | None:
-    """An integer (an int, or a string or float holding one)."""
-    if isinstance(value, bool):
-        raise InvalidArgument(f"{name} must be a whole number, got {value!r}")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    text = optional_text(value)
-    if text is None:
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        raise InvalidArgument(f"{name} must be a whole number, got {text!r}") from None
-
-
-def real_number(name: str, value: Any) -> float | None:
-    """A number (an int or float, or a string holding one)."""
-    if isinstance(value, bool):
-        raise InvalidArgument(f"{name} must be a number, got {value!r}")
-    if isinstance(value, int | float):
-        return float(value)
-    text = optional_text(value)
-    if text is None:
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        raise InvalidArgument(f"{name} must be a number, got {text!r}") from None
-
-
-def flag(name: str, value: Any) -> bool:
-    """A bool, or a rendered "true"/"false" (any case)."""
-    if isinstance(value, bool):
-        return value
-    text = optional_text(value)
-    if text is not None and text.lower() in ("true", "false"):
-        return text.lower() == "true"
-    raise InvalidArgument(f"{name} must be true or false, got {value!r}")
-
-
-def split_columns(text: str) -> list[str] | None:
-    """``a,b,c`` as names, a backquoted name keeping a comma or dot whole; None when a name is empty."""
-    names, current, quoted = [], "", False
-    for char in text:
-        if char == "`":
-            quoted = not quoted
-        if char == "," and not quoted:
-            names.append(current.strip())
-            current = ""
-        else:
-            current += char
-    names.append(current.strip())
-    return None if any(not n for n in names) else names
-
-
-def column_names(name: str, value: Any) -> list[str]:
-    """Column names from a list, a JSON list, a rendered Python list or a comma-separated string."""
-    if isinstance(value, str):
-        text = value.strip()
-        if text.startswith("["):
-            try:
-                value = json.loads(text)
-            except json.JSONDecodeError:
-                # a Python list rendered by Jinja: ['a', 'b']
-                value = [part.strip().strip("'\"") for part in text.strip("[]").split(",")]
-        else:
-            value = split_columns(text) or []
-    if not isinstance(value, list | tuple) or not value or not all(isinstance(c, str) and c.strip() for c in value):
-        raise InvalidArgument(f"{name} must be a non-empty list of column names, got {value!r}")
-    return [c.strip() for c in value]
-
-
-def history_location(value: Any) -> None:
-    """``history_uri`` is unset or a non-empty string (whether a Delta table with the history schema is there is
-    checked against storage by the surfaces, before anything runs)."""
-    if value is not None and (not isinstance(value, str) or not value.strip()):
-        raise InvalidArgument(f"history_uri must be the URI of the operations history table, got {value!r}")
 
 
 # -- the options objects ---------------------------------------------------------------------------------------------
@@ -337,9 +208,9 @@ class OptimizeOptions(MaintenanceOptions):
             "min_row_group_size",
         ):
             positive_bytes(name, getattr(self, name))
-        _flag("full", self.full)
+        strict_flag("full", self.full)
         self._set("max_deleted_rows_ratio", share("max_deleted_rows_ratio", self.max_deleted_rows_ratio))
-        _flag("dry_run", self.dry_run)
+        strict_flag("dry_run", self.dry_run)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -401,8 +272,8 @@ class ZOrderOptions(MaintenanceOptions):
             raise InvalidArgument(f"where must be a predicate string, got {self.where!r}")
         positive_bytes("target_size", self.target_size)
         positive_bytes("max_bytes_to_rewrite", self.max_bytes_to_rewrite)
-        _flag("dry_run", self.dry_run)
-        _flag("noise", self.noise)
+        strict_flag("dry_run", self.dry_run)
+        strict_flag("noise", self.noise)
         if isinstance(self.num_ranges, bool) or not isinstance(self.num_ranges, int) or self.num_ranges < 2:
             raise InvalidArgument(f"num_ranges must be at least 2, got {self.num_ranges}")
         if isinstance(self.run_bytes, bool) or not isinstance(self.run_bytes, int) or self.run_bytes < 1:
@@ -458,16 +329,16 @@ class VacuumOptions(MaintenanceOptions):
         limit = self.max_files_to_delete
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
             raise InvalidArgument(f"max_files_to_delete must be a positive whole number, got {limit!r}")
-        _flag("dry_run", self.dry_run)
-        self._set("mode", _choice("mode", self.mode, VACUUM_MODES, fold_case=True))
-        _flag("enforce_retention_duration", self.enforce_retention_duration)
-        _flag("commit_log_entries", self.commit_log_entries)
+        strict_flag("dry_run", self.dry_run)
+        self._set("mode", one_of("mode", self.mode, VACUUM_MODES, fold_case=True))
+        strict_flag("enforce_retention_duration", self.enforce_retention_duration)
+        strict_flag("commit_log_entries", self.commit_log_entries)
         if self.inventory is not None and (not isinstance(self.inventory, str) or not self.inventory.strip()):
             raise InvalidArgument(f"inventory must be a path or URI, got {self.inventory!r}")
         if self.inventory_format is not None:
             self._set(
                 "inventory_format",
-                _choice("inventory_format", self.inventory_format, VACUUM_INVENTORY_FORMATS, fold_case=True),
+                one_of("inventory_format", self.inventory_format, VACUUM_INVENTORY_FORMATS, fold_case=True),
             )
         if self.inventory is not None and self.mode != "full":
             raise InvalidArgument("an inventory replaces FULL's listing: it cannot be used with mode 'lite'")
@@ -512,8 +383,8 @@ class ChangesOptions(MaintenanceOptions):
                 raise InvalidArgument(f"until must be a non-negative version, got {until!r}")
             if until < since:
                 raise InvalidArgument(f"until ({until}) must not be below since ({since})")
-        _choice("on_gap", self.on_gap, GAP_POLICIES)
-        _choice("on_recreate", self.on_recreate, GAP_POLICIES)
+        one_of("on_gap", self.on_gap, GAP_POLICIES)
+        one_of("on_recreate", self.on_recreate, GAP_POLICIES)
         if self.table_id is not None and not isinstance(self.table_id, str):
             raise InvalidArgument(f"table_id must be a string, got {self.table_id!r}")
-        _flag("include_metadata_changes", self.include_metadata_changes)
+        strict_flag("include_metadata_changes", self.include_metadata_changes)

@@ -21,7 +21,7 @@ from airflow_provider_deltalite.engine.row_tracking import materialized_columns
 from airflow_provider_deltalite.engine.snapshot import Snapshot
 from airflow_provider_deltalite.engine.table import Table
 from airflow_provider_deltalite.engine.transaction import RetryPolicy, Transaction
-from airflow_provider_deltalite.maintenance.options import positive_bytes, share
+from airflow_provider_deltalite.maintenance.option_values import positive_bytes, share
 
 log = logging.getLogger(__name__)
 

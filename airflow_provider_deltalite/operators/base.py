@@ -55,7 +55,8 @@ from airflow_provider_deltalite.hooks.spark_submit import (
 )
 from airflow_provider_deltalite.jobs import driver
 from airflow_provider_deltalite.jobs.connect_run import ConnectRun
-from airflow_provider_deltalite.maintenance.options import MaintenanceOptions, optional_text, whole_number
+from airflow_provider_deltalite.maintenance.option_values import optional_text, whole_number
+from airflow_provider_deltalite.maintenance.options import MaintenanceOptions
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context

@@ -7,7 +7,8 @@ import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_deltalite.maintenance.options import VacuumOptions, flag
+from airflow_provider_deltalite.maintenance.option_values import flag
+from airflow_provider_deltalite.maintenance.options import VacuumOptions
 from airflow_provider_deltalite.operators.base import DeltaLiteSparkJobOperator
 
 try:

@@ -30,7 +30,8 @@ from airflow_provider_deltalite.executors.engine_zip import build_package_zip
 from airflow_provider_deltalite.hooks.deltalite import InvalidConnection
 from airflow_provider_deltalite.hooks.spark_submit import bundled_spark_submit, pyspark_home
 from airflow_provider_deltalite.maintenance.optimize_stats import OptimizeStats, camel_case
-from airflow_provider_deltalite.maintenance.options import OptimizeOptions, VacuumOptions, ZOrderOptions, column_names
+from airflow_provider_deltalite.maintenance.option_values import column_names
+from airflow_provider_deltalite.maintenance.options import OptimizeOptions, VacuumOptions, ZOrderOptions
 from airflow_provider_deltalite.maintenance.vacuum.stats import VacuumStats
 from airflow_provider_deltalite.operators.base import JOB_FILE, DeltaLiteJobFailed
 from airflow_provider_deltalite.operators.lineage import dataset_identity, run_facet_fields

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from airflow_provider_deltalite.engine.errors import RetentionTooShort
 from airflow_provider_deltalite.engine.properties import DELETED_FILE_RETENTION_DURATION, LOG_RETENTION_DURATION
 from airflow_provider_deltalite.engine.snapshot import Snapshot
-from airflow_provider_deltalite.maintenance.options import HOUR_MS, retention_ms
+from airflow_provider_deltalite.maintenance.option_values import HOUR_MS, retention_ms
 
 
 @dataclass(frozen=True)
