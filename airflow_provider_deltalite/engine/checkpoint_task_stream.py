@@ -39,13 +39,13 @@ from airflow_provider_deltalite.engine.errors import CheckpointUnreadable
 from airflow_provider_deltalite.engine.log_segment import load_log_segment
 from airflow_provider_deltalite.engine.replay import reconcile_commits
 from airflow_provider_deltalite.engine.snapshot import (
-    _INTERNAL,
+    INTERNAL_COLUMNS,
     Snapshot,
-    _fold_non_file,
-    _partition_physical_union,
-    _path_normalizer,
-    _read_commits,
-    _table_state,
+    fold_non_file,
+    partition_physical_union,
+    path_normalizer,
+    read_commits,
+    table_state,
 )
 from airflow_provider_deltalite.engine.snapshot_stream import STREAMED
 from airflow_provider_deltalite.engine.storage import Storage
@@ -88,10 +88,10 @@ def stream_slice(read: SliceRead) -> Iterator[tuple[pa.Table, pa.Table]]:
         CheckpointUnreadable: the file is missing or unreadable (naming it).
     """
     part = read.slice
-    superseded = _superseded_by(read.touched, _path_normalizer(read.storage))
+    superseded = _superseded_by(read.touched, path_normalizer(read.storage))
     seq = _SEQ_BASE + part.index * _SEQ_STRIDE + part.first_row
     columns = list(read.partition_columns)
-    internal = list(_INTERNAL)
+    internal = list(INTERNAL_COLUMNS)
     for adds, removes in _file_batches(
         read.storage, part.path, part.version, columns, None, superseded, seq, read.fields, part.row_groups
     ):
@@ -158,12 +158,12 @@ def stream_with_tasks(
     except CheckpointUnreadable:
         return None
     uri = storage.table_uri
-    contents = _read_commits(storage, segment.commits)
+    contents = read_commits(storage, segment.commits)
     non_file = non_file + find_non_file_actions(contents, uri)
-    folded = _fold_non_file(non_file, segment, uri)
-    partition_columns = _partition_physical_union(non_file, uri)
+    folded = fold_non_file(non_file, segment, uri)
+    partition_columns = partition_physical_union(non_file, uri)
     adds, removes = parse_commit_file_actions(contents, partition_columns, uri)
-    normalize = _path_normalizer(storage)
+    normalize = path_normalizer(storage)
     live, tombstones, superseded = reconcile_commits(adds, removes, normalize)
     touched = _touched_keys(adds, removes, normalize)
     removed = [pc.cast(contiguous(removes.column("path")), pa.string()), *(contiguous(r[2]) for r in found)]
@@ -176,9 +176,9 @@ def stream_with_tasks(
         r = pc.filter(r, pc.invert(superseded(r.column("path"), r.column("deletionVector"))))
         tail.append((a, r))
     tail.append((live, tombstones))
-    internal = list(_INTERNAL)
+    internal = list(INTERNAL_COLUMNS)
     empty = empty_file_actions(partition_columns)
-    state = _table_state(folded, *empty, segment, tuple(partition_columns), pruned_by=STREAMED, file_fields=file_fields)
+    state = table_state(folded, *empty, segment, tuple(partition_columns), pruned_by=STREAMED, file_fields=file_fields)
     reads = [SliceRead(storage, s, tuple(partition_columns), touched, file_fields) for s in slices]
     return TaskStream(
         Snapshot(storage, state),

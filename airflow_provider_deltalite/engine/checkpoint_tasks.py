@@ -63,12 +63,12 @@ from airflow_provider_deltalite.engine.partition_filter import BoundPartitionFil
 from airflow_provider_deltalite.engine.replay import file_keys, reconcile
 from airflow_provider_deltalite.engine.snapshot import (
     Snapshot,
-    _fold_non_file,
-    _in_partitions,
-    _partition_physical_union,
-    _path_normalizer,
-    _read_commits,
-    _table_state,
+    fold_non_file,
+    in_partitions,
+    partition_physical_union,
+    path_normalizer,
+    read_commits,
+    table_state,
 )
 from airflow_provider_deltalite.engine.storage import Storage
 
@@ -170,7 +170,7 @@ def read_slice_pruned(read: PrunedRead) -> tuple[int, pa.Table, pa.Table]:
         CheckpointUnreadable: the file is missing or unreadable (naming it).
     """
     part = read.slice
-    superseded = _superseded_by(read.touched, _path_normalizer(read.storage))
+    superseded = _superseded_by(read.touched, path_normalizer(read.storage))
     columns = list(read.partition_columns)
     seq = _SEQ_BASE + part.index * _SEQ_STRIDE + part.first_row
     pieces = list(
@@ -337,13 +337,13 @@ def _replay(
 ) -> Snapshot:
     """`snapshot._replay_pruned` with the checkpoint's file actions read by the runner's tasks."""
     uri = storage.table_uri
-    contents = _read_commits(storage, segment.commits)
+    contents = read_commits(storage, segment.commits)
     non_file = checkpoint_non_file + find_non_file_actions(contents, uri)
-    state = _fold_non_file(non_file, segment, uri)
+    state = fold_non_file(non_file, segment, uri)
     keep = partition_filter.bind(state["metaData"], uri)
-    partition_columns = _partition_physical_union(non_file, uri)
+    partition_columns = partition_physical_union(non_file, uri)
     adds, removes = parse_commit_file_actions(contents, partition_columns, uri)
-    normalize = _path_normalizer(storage)
+    normalize = path_normalizer(storage)
     touched = _touched_keys(adds, removes, normalize)
     reads = [PrunedRead(storage, s, tuple(partition_columns), keep, touched, file_fields) for s in slices]
 
@@ -364,10 +364,10 @@ def _replay(
     live, tombstones = reconcile(adds, removes, normalize, None, partition_columns, uri, base_rows=base_rows)
     return Snapshot(
         storage,
-        _table_state(
+        table_state(
             state,
-            _in_partitions(live, keep),
-            _in_partitions(tombstones, keep),
+            in_partitions(live, keep),
+            in_partitions(tombstones, keep),
             segment,
             tuple(partition_columns),
             pruned_by=partition_filter.predicate,

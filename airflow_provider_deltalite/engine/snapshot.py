@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -47,7 +47,8 @@ from airflow_provider_deltalite.engine.schema import parse_schema_string
 from airflow_provider_deltalite.engine.stats_parse import parse_stats, record_counts
 from airflow_provider_deltalite.engine.storage import Storage
 
-_INTERNAL = ("_version", "_seq")
+# Columns replay adds to file actions (the version and position of each action), dropped before a batch is handed out.
+INTERNAL_COLUMNS = ("_version", "_seq")
 
 
 @dataclass(frozen=True)
@@ -161,7 +162,7 @@ class Snapshot:
     @cached_property
     def raw_files(self) -> pa.Table:
         """Live `add` actions as replayed (raw partition value strings keyed by physical name, stats as JSON)."""
-        return self._state.live.drop_columns(list(_INTERNAL))
+        return self._state.live.drop_columns(list(INTERNAL_COLUMNS))
 
     @cached_property
     def partition_values(self) -> pa.Table:
@@ -234,7 +235,7 @@ class Snapshot:
     @property
     def tombstones(self) -> pa.Table:
         """Surviving `remove` actions (what VACUUM must still protect until they expire)."""
-        return self._state.tombstones.drop_columns(list(_INTERNAL))
+        return self._state.tombstones.drop_columns(list(INTERNAL_COLUMNS))
 
     @property
     def num_files(self) -> int:
@@ -268,7 +269,8 @@ class Snapshot:
         return f"Snapshot(table={self.table_uri!r}, version={self.version}, files={self.num_files})"
 
 
-def _partition_physical_union(actions: Sequence[NonFileAction], table_uri: str | None) -> list[str]:
+def partition_physical_union(actions: Sequence[NonFileAction], table_uri: str | None) -> list[str]:
+    """The physical names of every partition column any metaData in ``actions`` declares, in first-seen order."""
     names: dict[str, None] = {}
     for action in actions:
         if action.name != A.METADATA:
@@ -285,7 +287,8 @@ def _partition_physical_union(actions: Sequence[NonFileAction], table_uri: str |
     return list(names)
 
 
-def _read_commits(storage: Storage, commits: Sequence[LogFile]) -> list[tuple[int, bytes]]:
+def read_commits(storage: Storage, commits: Sequence[LogFile]) -> list[tuple[int, bytes]]:
+    """(version, cleaned bytes) of each of ``commits``; CorruptLog when one disappeared or is empty."""
     uri = storage.table_uri
     try:
         raw = storage.read_many([c.path for c in commits])
@@ -298,7 +301,7 @@ def _read_commits(storage: Storage, commits: Sequence[LogFile]) -> list[tuple[in
     return contents
 
 
-def _fold_non_file(non_file: list[NonFileAction], segment: LogSegment, uri: str) -> dict[str, Any]:
+def fold_non_file(non_file: list[NonFileAction], segment: LogSegment, uri: str) -> dict[str, Any]:
     """The latest protocol, metaData, txns, domains and commitInfos; refuses a log without a protocol or metaData
     and a protocol this engine cannot read."""
     state = latest_non_file_state(non_file)
@@ -322,13 +325,13 @@ def replay_segment(
         return _replay_pruned(storage, segment, partition_filter, file_fields)
     uri = storage.table_uri
     checkpoint = read_checkpoint(storage, segment.checkpoint, file_fields) if segment.checkpoint else None
-    contents = _read_commits(storage, segment.commits)
+    contents = read_commits(storage, segment.commits)
     non_file = (checkpoint.non_file if checkpoint else []) + find_non_file_actions(contents, uri)
-    state = _fold_non_file(non_file, segment, uri)
-    partition_columns = _partition_physical_union(non_file, uri)
+    state = fold_non_file(non_file, segment, uri)
+    partition_columns = partition_physical_union(non_file, uri)
     adds, removes = parse_commit_file_actions(contents, partition_columns, uri)
-    live, tombstones = reconcile(adds, removes, _path_normalizer(storage), checkpoint, partition_columns, uri)
-    return _table_state(state, live, tombstones, segment, tuple(partition_columns), file_fields=file_fields)
+    live, tombstones = reconcile(adds, removes, path_normalizer(storage), checkpoint, partition_columns, uri)
+    return table_state(state, live, tombstones, segment, tuple(partition_columns), file_fields=file_fields)
 
 
 def _replay_pruned(
@@ -342,11 +345,11 @@ def _replay_pruned(
     """
     uri = storage.table_uri
     sources = open_checkpoint(storage, segment.checkpoint) if segment.checkpoint else None
-    contents = _read_commits(storage, segment.commits)
+    contents = read_commits(storage, segment.commits)
     non_file = (sources.non_file if sources else []) + find_non_file_actions(contents, uri)
-    state = _fold_non_file(non_file, segment, uri)
+    state = fold_non_file(non_file, segment, uri)
     keep = partition_filter.bind(state["metaData"], uri)
-    partition_columns = _partition_physical_union(non_file, uri)
+    partition_columns = partition_physical_union(non_file, uri)
     adds, removes = parse_commit_file_actions(contents, partition_columns, uri)
 
     def base_rows(superseded):
@@ -355,11 +358,11 @@ def _replay_pruned(
         return pruned_checkpoint_file_actions(storage, sources, partition_columns, keep, superseded, file_fields)
 
     live, tombstones = reconcile(
-        adds, removes, _path_normalizer(storage), None, partition_columns, uri, base_rows=base_rows
+        adds, removes, path_normalizer(storage), None, partition_columns, uri, base_rows=base_rows
     )
-    live = _in_partitions(live, keep)
-    tombstones = _in_partitions(tombstones, keep)
-    return _table_state(
+    live = in_partitions(live, keep)
+    tombstones = in_partitions(tombstones, keep)
+    return table_state(
         state,
         live,
         tombstones,
@@ -370,14 +373,15 @@ def _replay_pruned(
     )
 
 
-def _in_partitions(rows: pa.Table, keep: BoundPartitionFilter) -> pa.Table:
+def in_partitions(rows: pa.Table, keep: BoundPartitionFilter) -> pa.Table:
+    """The file actions of ``rows`` whose partition values the filter selects."""
     if not rows.num_rows:
         return rows
     mask = keep.mask_struct(rows.column("partitionValues"))
     return rows if mask.all() else pc.filter(rows, pa.array(mask))
 
 
-def _table_state(
+def table_state(
     folded: dict[str, Any],
     live: pa.Table,
     tombstones: pa.Table,
@@ -403,7 +407,9 @@ def _table_state(
     )
 
 
-def _path_normalizer(storage: Storage):
+def path_normalizer(storage: Storage) -> Callable[[str], str]:
+    """A log path as replay keys it: relative to the table root when it lies under it, else the full path."""
+
     def normalize(path: str) -> str:
         try:
             full = storage.resolve_data_path(path)

@@ -12,7 +12,7 @@ from airflow_provider_deltalite.engine.errors import CorruptLog
 from airflow_provider_deltalite.engine.log_path import LogFileKind
 from airflow_provider_deltalite.engine.log_segment import LogSegment, list_log
 from airflow_provider_deltalite.engine.replay import latest_non_file_state, reconcile
-from airflow_provider_deltalite.engine.snapshot import Snapshot, _path_normalizer, _read_commits, _table_state
+from airflow_provider_deltalite.engine.snapshot import Snapshot, path_normalizer, read_commits, table_state
 
 
 def advance_snapshot(snapshot: Snapshot, version: int) -> Snapshot | None:
@@ -42,7 +42,7 @@ def advance_snapshot(snapshot: Snapshot, version: int) -> Snapshot | None:
     if [c.version for c in commits] != list(range(state.version + 1, version + 1)):
         return None
     try:
-        contents = _read_commits(storage, commits)
+        contents = read_commits(storage, commits)
     except CorruptLog:
         return None  # the full load reports it
     new_non_file = find_non_file_actions(contents, uri)
@@ -58,7 +58,7 @@ def advance_snapshot(snapshot: Snapshot, version: int) -> Snapshot | None:
     partition_columns = list(state.partition_union)
     adds, removes = parse_commit_file_actions(contents, partition_columns, uri)
     live, tombstones = reconcile(
-        adds, removes, _path_normalizer(storage), None, partition_columns, uri, prior=(state.live, state.tombstones)
+        adds, removes, path_normalizer(storage), None, partition_columns, uri, prior=(state.live, state.tombstones)
     )
     old = state.segment
     segment = LogSegment(
@@ -68,4 +68,4 @@ def advance_snapshot(snapshot: Snapshot, version: int) -> Snapshot | None:
         older_checkpoints=old.older_checkpoints,
         listing=old.listing + tuple(listed),
     )
-    return Snapshot(storage, _table_state(folded, live, tombstones, segment, state.partition_union))
+    return Snapshot(storage, table_state(folded, live, tombstones, segment, state.partition_union))

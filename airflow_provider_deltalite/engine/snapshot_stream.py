@@ -27,15 +27,15 @@ from airflow_provider_deltalite.engine.errors import CheckpointUnreadable
 from airflow_provider_deltalite.engine.log_segment import load_log_segment
 from airflow_provider_deltalite.engine.replay import reconcile_commits
 from airflow_provider_deltalite.engine.snapshot import (
-    _INTERNAL,
+    INTERNAL_COLUMNS,
     Snapshot,
     TableState,
-    _fold_non_file,
-    _partition_physical_union,
-    _path_normalizer,
-    _read_commits,
-    _table_state,
+    fold_non_file,
     load_snapshot,
+    partition_physical_union,
+    path_normalizer,
+    read_commits,
+    table_state,
 )
 from airflow_provider_deltalite.engine.storage import Storage
 
@@ -66,7 +66,7 @@ class ReplayStream:
     def batches(self) -> Iterator[tuple[pa.Table, pa.Table]]:
         """(live adds, tombstones) per batch, in `Snapshot.raw_files` / `Snapshot.tombstones` layout."""
         for adds, removes in self._batches():
-            yield adds.drop_columns(list(_INTERNAL)), removes.drop_columns(list(_INTERNAL))
+            yield adds.drop_columns(list(INTERNAL_COLUMNS)), removes.drop_columns(list(INTERNAL_COLUMNS))
 
 
 def stream_snapshot(
@@ -91,14 +91,14 @@ def stream_snapshot(
         held = (state.live, state.tombstones)
         stones = state.tombstones.column("path")
         return ReplayStream(_without_files(storage, state), lambda: iter([held]), lambda: contiguous(stones))
-    contents = _read_commits(storage, segment.commits)
+    contents = read_commits(storage, segment.commits)
     non_file = (sources.non_file if sources else []) + find_non_file_actions(contents, uri)
-    folded = _fold_non_file(non_file, segment, uri)
-    partition_columns = _partition_physical_union(non_file, uri)
+    folded = fold_non_file(non_file, segment, uri)
+    partition_columns = partition_physical_union(non_file, uri)
     adds, removes = parse_commit_file_actions(contents, partition_columns, uri)
-    live, tombstones, superseded = reconcile_commits(adds, removes, _path_normalizer(storage))
+    live, tombstones, superseded = reconcile_commits(adds, removes, path_normalizer(storage))
     empty = empty_file_actions(partition_columns)
-    state = _table_state(folded, *empty, segment, tuple(partition_columns), pruned_by=STREAMED, file_fields=fields)
+    state = table_state(folded, *empty, segment, tuple(partition_columns), pruned_by=STREAMED, file_fields=fields)
 
     def batches() -> Iterator[tuple[pa.Table, pa.Table]]:
         if sources is not None:

@@ -34,7 +34,7 @@ class _Gauge:
         with self.lock:
             self.running += 1
             self.peak = max(self.peak, self.running)
-        if x < self.together and self.together > 1:
+        if x < self.together:
             self.barrier.wait()
         time.sleep(0.005)
         with self.lock:
