@@ -70,8 +70,13 @@ t0 = time.perf_counter()
 from airflow_provider_deltalite.cli import console_run
 from airflow_provider_deltalite.cli.startup import end_process
 # a benchmark that compares calls in-process imports the command's modules first, as the peer's runner imports its
-# library before its clock starts (the CLI imports them lazily, inside the call)
-for module in filter(None, os.environ.get("DELTALITE_BENCH_PRELOAD", "").split(",")):
+# library before its clock starts (the CLI imports them lazily, inside the call); pyarrow first as the console script
+# loads it (`load_pyarrow_for_the_engine`: an import of numpy before it would start OpenBLAS's spinning threads)
+preload = list(filter(None, os.environ.get("DELTALITE_BENCH_PRELOAD", "").split(",")))
+if preload:
+    from airflow_provider_deltalite.cli.startup import load_pyarrow_for_the_engine
+    load_pyarrow_for_the_engine()
+for module in preload:
     importlib.import_module(module)
 t1 = time.perf_counter()
 out = io.StringIO()
@@ -101,9 +106,11 @@ sys.stderr.write(json.dumps({"import_s": t1 - t0, "call_s": t2 - t1, "code": 0,
 # The floor under any pyarrow-based compaction: each partition's files decoded by pyarrow (one file at a time, the
 # cheapest way pyarrow offers: no dataset discovery) and encoded as one file with the same codec, with none of the
 # writer's optional work (no dictionary, no statistics), on TASKS threads; no log, no Delta stats, no commit, no file
-# size accounting. Any engine that decodes and re-encodes with pyarrow does at least this. It writes into OUT.
+# size accounting. Any engine that decodes and re-encodes with pyarrow does at least this. It writes into OUT. One
+# OpenBLAS thread (numpy's, loaded by pyarrow; no BLAS call is made): its idle threads spin on the tasks' cores.
 PYARROW_FLOOR = """
-import json, sys, time
+import json, os, sys, time
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 t0 = time.perf_counter()
