@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from airflow_provider_deltalite.engine import actions as A
 from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.arrow_util import contiguous
-from airflow_provider_deltalite.engine.checkpoint_reader import _map_lookup_many
+from airflow_provider_deltalite.engine.checkpoint_reader import map_lookup_many
 from airflow_provider_deltalite.engine.conform import delta_type_to_arrow
 from airflow_provider_deltalite.engine.partition_filter import BoundPartitionFilter
 
@@ -131,7 +131,7 @@ def _partition_mask(values: pa.Array, keep: BoundPartitionFilter, n: int) -> np.
             values = pc.cast(values, pa.map_(pa.string(), values.type.item_type))
         raw: list[pa.Array | None] = [
             v if pa.types.is_dictionary(v.type) else pc.cast(v, pa.string())
-            for v in _map_lookup_many(values, keep.physical_names)
+            for v in map_lookup_many(values, keep.physical_names)
         ]
         return _mask_of_distinct(keep, raw, n, present)
     return keep.mask_struct(values)

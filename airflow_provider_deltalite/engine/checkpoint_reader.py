@@ -58,7 +58,7 @@ def _conform(column: pa.Array, target: pa.DataType) -> pa.Array:
     if column.type == target:
         return column
     if pa.types.is_struct(target) and pa.types.is_map(column.type):
-        children = _map_lookup_many(column, [f.name for f in target])
+        children = map_lookup_many(column, [f.name for f in target])
         children = [pc.cast(c, f.type) for c, f in zip(children, target, strict=True)]
         return struct_array(children, list(target), pc.is_valid(column))
     if pa.types.is_struct(target) and pa.types.is_struct(column.type):
@@ -70,7 +70,7 @@ def _conform(column: pa.Array, target: pa.DataType) -> pa.Array:
     return pc.cast(column, target, safe=False)
 
 
-def _map_lookup_many(column: pa.MapArray, keys: list[str]) -> list[pa.Array]:
+def map_lookup_many(column: pa.MapArray, keys: list[str]) -> list[pa.Array]:
     """The value of each key in every map (first occurrence; null when absent), like `pc.map_lookup` per key.
 
     One pass over the flattened entries per key instead of a per-row lookup: partitionValues maps of a checkpoint
@@ -132,9 +132,12 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def _file_actions_from_checkpoint_table(
+def file_actions_from_checkpoint_table(
     table: pa.Table, partition_columns: list[str], seq_start: int, superseded: Superseded | None
 ) -> tuple[pa.Table, pa.Table, int]:
+    """The add and remove rows of a checkpoint's Parquet ``table`` in the replay's form (the log's columns, a commit
+    version of -1, sequence numbers from ``seq_start``), without those ``superseded`` says a later commit replaces;
+    and the next free sequence number."""
     ps = A.partition_struct(partition_columns)
     out = []
     seq = seq_start
@@ -207,7 +210,9 @@ def _replace_field(struct: pa.StructArray, name: str, values: pa.Array) -> pa.St
     return struct_array(arrays, list(struct.type), pc.is_valid(struct))
 
 
-def _non_file_from_checkpoint_table(table: pa.Table, version: int) -> list[NonFileAction]:
+def non_file_from_checkpoint_table(table: pa.Table, version: int) -> list[NonFileAction]:
+    """The protocol, metadata, txn, domain metadata, checkpoint metadata and sidecar actions of a checkpoint's Parquet
+    ``table`` (of checkpoint ``version``), ordered before every commit's actions."""
     found = []
     for name in (A.PROTOCOL, A.METADATA, A.TXN, A.DOMAIN_METADATA, A.CHECKPOINT_METADATA, A.SIDECAR):
         if name not in table.column_names:
@@ -235,7 +240,7 @@ _CHECKPOINT_COLUMNS = (
 KEY_FIELDS = frozenset({"path", "deletionVector", "partitionValues"})
 
 
-def _checkpoint_projection(schema: pa.Schema, stats_parsed: bool, fields: frozenset[str] | None = None) -> list[str]:
+def checkpoint_projection(schema: pa.Schema, stats_parsed: bool, fields: frozenset[str] | None = None) -> list[str]:
     """The checkpoint columns replay needs: whole non-file actions, and only the known fields of add and remove
     (only ``fields`` and the key fields, when given).
 
@@ -274,7 +279,7 @@ def _checkpoint_projection(schema: pa.Schema, stats_parsed: bool, fields: frozen
 def _read_parquet_actions(data: bytes, fields: frozenset[str] | None = None) -> pa.Table:
     pf = pq.ParquetFile(pa.BufferReader(data))
     schema = pf.schema_arrow
-    table = pf.read(columns=_checkpoint_projection(schema, stats_parsed=False, fields=fields))
+    table = pf.read(columns=checkpoint_projection(schema, stats_parsed=False, fields=fields))
     add_type = schema.field(A.ADD).type if A.ADD in schema.names else None
     if (
         add_type is not None
@@ -284,7 +289,7 @@ def _read_parquet_actions(data: bytes, fields: frozenset[str] | None = None) -> 
         and pc.all(pc.is_null(pc.struct_field(table.column(A.ADD), "stats"))).as_py() is not False
     ):
         # stats kept only in parsed form (delta.checkpoint.writeStatsAsJson=false): read that column after all
-        table = pf.read(columns=_checkpoint_projection(schema, stats_parsed=True, fields=fields))
+        table = pf.read(columns=checkpoint_projection(schema, stats_parsed=True, fields=fields))
     return table
 
 
@@ -321,7 +326,7 @@ def read_checkpoint(storage: Storage, ref: CheckpointRef, fields: frozenset[str]
             else:
                 table = _read_parquet_actions(data, fields)
                 tables.append(table)
-                non_file.extend(_non_file_from_checkpoint_table(table, ref.version))
+                non_file.extend(non_file_from_checkpoint_table(table, ref.version))
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise CheckpointUnreadable(f"checkpoint {ref.version} is unreadable: {type(exc).__name__}", uri) from None
     sidecars = [a.value for a in non_file if a.name == A.SIDECAR]
@@ -360,7 +365,7 @@ def checkpoint_file_actions(
     adds, removes = [], []
     seq = -(1 << 40)
     while content.tables:
-        a, r, seq = _file_actions_from_checkpoint_table(content.tables.pop(0), partition_columns, seq, superseded)
+        a, r, seq = file_actions_from_checkpoint_table(content.tables.pop(0), partition_columns, seq, superseded)
         adds.append(a)
         removes.append(r)
     if content.json_parts:

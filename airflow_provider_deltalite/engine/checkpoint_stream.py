@@ -33,9 +33,9 @@ from airflow_provider_deltalite.engine.checkpoint_pages import PagedColumns
 from airflow_provider_deltalite.engine.checkpoint_pruning import row_group_may_match, selected_rows
 from airflow_provider_deltalite.engine.checkpoint_reader import (
     Superseded,
-    _checkpoint_projection,
-    _file_actions_from_checkpoint_table,
-    _non_file_from_checkpoint_table,
+    checkpoint_projection,
+    file_actions_from_checkpoint_table,
+    non_file_from_checkpoint_table,
 )
 from airflow_provider_deltalite.engine.commit_file import (
     NonFileAction,
@@ -59,8 +59,8 @@ READ_BUFFER = 1 << 20
 PARALLEL_FILES = 4
 # Each file's rows take sequence numbers from their own range, so parallel reads need no coordination; a
 # Parquet file of a checkpoint holds far fewer than 2**34 rows.
-_SEQ_BASE = -(1 << 50)
-_SEQ_STRIDE = 1 << 34
+SEQ_BASE = -(1 << 50)
+SEQ_STRIDE = 1 << 34
 
 _NON_FILE = (A.PROTOCOL, A.METADATA, A.TXN, A.DOMAIN_METADATA, A.CHECKPOINT_METADATA, A.SIDECAR)
 
@@ -92,8 +92,8 @@ def open_checkpoint(storage: Storage, ref: CheckpointRef) -> CheckpointSources:
             non_file.extend(find_non_file_actions([(ref.version, data)], storage.table_uri, order_base=-1_000_000_000))
             continue
         parquet.append(f.path)
-        with _reading(storage, f.path, ref.version) as pf:
-            non_file.extend(_non_file_from_checkpoint_table(_non_file_rows(pf), ref.version))
+        with open_checkpoint_part(storage, f.path, ref.version) as pf:
+            non_file.extend(non_file_from_checkpoint_table(_non_file_rows(pf), ref.version))
     for sidecar in (a.value for a in non_file if a.name == A.SIDECAR):
         path = str(sidecar.get("path", ""))
         parquet.append(path if "/" in path else f"{LOG_DIR}/{SIDECAR_DIR}/{path}")
@@ -181,7 +181,7 @@ def pruned_checkpoint_file_actions(
 
     def read(indexed: tuple[int, str]) -> tuple[pa.Table, pa.Table]:
         index, path = indexed
-        seq = _SEQ_BASE + index * _SEQ_STRIDE
+        seq = SEQ_BASE + index * SEQ_STRIDE
         return _pruned_file(storage, path, sources.version, partition_columns, keep, superseded, seq, fields)
 
     paths = list(enumerate(sources.parquet_paths))
@@ -191,7 +191,7 @@ def pruned_checkpoint_file_actions(
     else:
         pieces = [read(p) for p in paths]
     if sources.json_parts:
-        seq = _SEQ_BASE + len(paths) * _SEQ_STRIDE
+        seq = SEQ_BASE + len(paths) * SEQ_STRIDE
         a, r = parse_commit_file_actions(
             [(-1, d) for d in sources.json_parts], partition_columns, storage.table_uri, seq_base=seq
         )
@@ -221,7 +221,7 @@ def _pruned_file(
     seq: int,
     fields: frozenset[str] | None,
 ) -> tuple[pa.Table, pa.Table]:
-    pieces = list(_file_batches(storage, path, version, partition_columns, keep, superseded, seq, fields))
+    pieces = list(checkpoint_file_batches(storage, path, version, partition_columns, keep, superseded, seq, fields))
     if not pieces:
         return empty_file_actions(partition_columns)
     return pa.concat_tables([a for a, _ in pieces]), pa.concat_tables([r for _, r in pieces])
@@ -241,10 +241,12 @@ def stream_checkpoint_file_actions(
         CheckpointUnreadable: a part or sidecar is missing or unreadable (naming it), possibly after some batches.
     """
     for index, path in enumerate(sources.parquet_paths):
-        seq = _SEQ_BASE + index * _SEQ_STRIDE
-        yield from _file_batches(storage, path, sources.version, partition_columns, None, superseded, seq, fields)
+        seq = SEQ_BASE + index * SEQ_STRIDE
+        yield from checkpoint_file_batches(
+            storage, path, sources.version, partition_columns, None, superseded, seq, fields
+        )
     if sources.json_parts:
-        seq = _SEQ_BASE + len(sources.parquet_paths) * _SEQ_STRIDE
+        seq = SEQ_BASE + len(sources.parquet_paths) * SEQ_STRIDE
         a, r = parse_commit_file_actions(
             [(-1, d) for d in sources.json_parts], partition_columns, storage.table_uri, seq_base=seq
         )
@@ -258,7 +260,7 @@ def checkpoint_remove_paths(storage: Storage, sources: CheckpointSources) -> pa.
     """The paths of the checkpoint's removes (one leaf column read per file; superseded ones included)."""
     paths = []
     for path in sources.parquet_paths:
-        with _reading(storage, path, sources.version) as pf:
+        with open_checkpoint_part(storage, path, sources.version) as pf:
             if A.REMOVE not in pf.schema_arrow.names:
                 continue
             column = contiguous(pf.read(columns=[f"{A.REMOVE}.path"]).column(A.REMOVE))
@@ -269,7 +271,7 @@ def checkpoint_remove_paths(storage: Storage, sources: CheckpointSources) -> pa.
     return pa.concat_arrays(paths) if paths else pa.array([], pa.string())
 
 
-def _file_batches(
+def checkpoint_file_batches(
     storage: Storage,
     path: str,
     version: int,
@@ -288,8 +290,8 @@ def _file_batches(
         kinds = [k for k in (A.ADD, A.REMOVE) if k in schema.names and pa.types.is_struct(schema.field(k).type)]
         if not kinds:
             return
-        projection = [c for c in _checkpoint_projection(schema, False, fields) if c.split(".")[0] in kinds]
-        with_parsed = [c for c in _checkpoint_projection(schema, True, fields) if c.split(".")[0] in kinds]
+        projection = [c for c in checkpoint_projection(schema, False, fields) if c.split(".")[0] in kinds]
+        with_parsed = [c for c in checkpoint_projection(schema, True, fields) if c.split(".")[0] in kinds]
         leaves = _leaf_indexes(pf)
         stats_column = leaves.get(f"{A.ADD}.stats")
         paged: PagedColumns | None = None
@@ -310,7 +312,7 @@ def _file_batches(
             if rows is not None and int(rows.sum()) > PAGED_MAX_ROWS:
                 # many rows kept: few pages to skip, and the kept rows are streamed a batch at a time as they are
                 for table in _kept_batches(pf, rg, columns, rows):
-                    a, r, seq = _file_actions_from_checkpoint_table(table, partition_columns, seq, superseded)
+                    a, r, seq = file_actions_from_checkpoint_table(table, partition_columns, seq, superseded)
                     yield a, r
                 continue
             if rows is None:
@@ -318,7 +320,7 @@ def _file_batches(
                     batch_size=BATCH_ROWS, row_groups=[rg], columns=columns, use_threads=False
                 ):
                     table = pa.Table.from_batches([batch])
-                    a, r, seq = _file_actions_from_checkpoint_table(table, partition_columns, seq, superseded)
+                    a, r, seq = file_actions_from_checkpoint_table(table, partition_columns, seq, superseded)
                     yield a, r
                 continue
             large = [c for c in columns if c in leaves and _chunk_bytes(pf, rg, leaves[c]) >= PAGED_COLUMN_BYTES]
@@ -334,7 +336,7 @@ def _file_batches(
                     held[column] = values
             rest = [c for c in columns if c not in held]
             table = _assemble(schema, columns, _decoded_rows(pf, rg, rest, rows), held)
-            a, r, seq = _file_actions_from_checkpoint_table(table, partition_columns, seq, superseded)
+            a, r, seq = file_actions_from_checkpoint_table(table, partition_columns, seq, superseded)
             yield a, r
 
 
@@ -440,7 +442,7 @@ def _read_or_unreadable(storage: Storage, path: str, version: int) -> bytes:
 
 
 @contextlib.contextmanager
-def _reading(storage: Storage, path: str, version: int) -> Iterator[Any]:
+def open_checkpoint_part(storage: Storage, path: str, version: int) -> Iterator[Any]:
     """A checkpoint Parquet file opened for random access; any failure to read it names the file."""
     with _reading_source(storage, path, version) as (pf, _):
         yield pf
@@ -448,7 +450,7 @@ def _reading(storage: Storage, path: str, version: int) -> Iterator[Any]:
 
 @contextlib.contextmanager
 def _reading_source(storage: Storage, path: str, version: int) -> Iterator[tuple[Any, Any]]:
-    """`_reading`, with the file object too (for `PagedColumns`, which reads pages of it)."""
+    """`open_checkpoint_part`, with the file object too (for `PagedColumns`, which reads pages of it)."""
     name = _name(path)
     try:
         source = storage.open_data_file(storage.full_path(path)) if storage.native_files else storage.open_input(path)

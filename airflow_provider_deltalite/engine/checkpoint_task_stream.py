@@ -19,15 +19,20 @@ import pyarrow as pa
 from airflow_provider_deltalite.engine import actions as A
 from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.arrow_util import contiguous
-from airflow_provider_deltalite.engine.checkpoint_stream import _SEQ_BASE, _SEQ_STRIDE, _file_batches, _reading
+from airflow_provider_deltalite.engine.checkpoint_stream import (
+    SEQ_BASE,
+    SEQ_STRIDE,
+    checkpoint_file_batches,
+    open_checkpoint_part,
+)
 from airflow_provider_deltalite.engine.checkpoint_tasks import (
     CheckpointSlice,
     CheckpointTaskRunner,
     R,
-    _checkpoint_for_tasks,
-    _superseded_by,
-    _touched_keys,
+    checkpoint_for_tasks,
     read_slice_non_file,
+    superseded_by,
+    touched_keys,
 )
 from airflow_provider_deltalite.engine.commit_file import (
     NonFileAction,
@@ -72,7 +77,7 @@ def read_slice_first(item: tuple[Storage, CheckpointSlice]) -> tuple[int, list[N
     """
     index, non_file = read_slice_non_file(item)
     storage, part = item
-    with _reading(storage, part.path, part.version) as pf:
+    with open_checkpoint_part(storage, part.path, part.version) as pf:
         if A.REMOVE not in pf.schema_arrow.names:
             return index, non_file, pa.array([], pa.string())
         groups = list(range(pf.num_row_groups)) if part.row_groups is None else list(part.row_groups)
@@ -88,11 +93,11 @@ def stream_slice(read: SliceRead) -> Iterator[tuple[pa.Table, pa.Table]]:
         CheckpointUnreadable: the file is missing or unreadable (naming it).
     """
     part = read.slice
-    superseded = _superseded_by(read.touched, path_normalizer(read.storage))
-    seq = _SEQ_BASE + part.index * _SEQ_STRIDE + part.first_row
+    superseded = superseded_by(read.touched, path_normalizer(read.storage))
+    seq = SEQ_BASE + part.index * SEQ_STRIDE + part.first_row
     columns = list(read.partition_columns)
     internal = list(INTERNAL_COLUMNS)
-    for adds, removes in _file_batches(
+    for adds, removes in checkpoint_file_batches(
         read.storage, part.path, part.version, columns, None, superseded, seq, read.fields, part.row_groups
     ):
         yield adds.drop_columns(internal), removes.drop_columns(internal)
@@ -144,7 +149,7 @@ def stream_with_tasks(
     """
     segment = load_log_segment(storage, version)
     try:
-        checkpoint = _checkpoint_for_tasks(storage, segment, runner, read_slice_first)
+        checkpoint = checkpoint_for_tasks(storage, segment, runner, read_slice_first)
         if checkpoint is None:
             return None
         slices, non_file, json_parts, found = (
@@ -165,11 +170,11 @@ def stream_with_tasks(
     adds, removes = parse_commit_file_actions(contents, partition_columns, uri)
     normalize = path_normalizer(storage)
     live, tombstones, superseded = reconcile_commits(adds, removes, normalize)
-    touched = _touched_keys(adds, removes, normalize)
+    touched = touched_keys(adds, removes, normalize)
     removed = [pc.cast(contiguous(removes.column("path")), pa.string()), *(contiguous(r[2]) for r in found)]
     tail = []
     if json_parts:
-        seq = _SEQ_BASE + len(slices) * _SEQ_STRIDE
+        seq = SEQ_BASE + len(slices) * SEQ_STRIDE
         a, r = parse_commit_file_actions([(-1, d) for d in json_parts], partition_columns, uri, seq_base=seq)
         removed.append(pc.cast(contiguous(r.column("path")), pa.string()))
         a = pc.filter(a, pc.invert(superseded(a.column("path"), a.column("deletionVector"))))

@@ -41,13 +41,13 @@ import pyarrow as pa
 from airflow_provider_deltalite.engine import actions as A
 from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.arrow_util import contiguous
-from airflow_provider_deltalite.engine.checkpoint_reader import _non_file_from_checkpoint_table
+from airflow_provider_deltalite.engine.checkpoint_reader import non_file_from_checkpoint_table
 from airflow_provider_deltalite.engine.checkpoint_stream import (
-    _SEQ_BASE,
-    _SEQ_STRIDE,
-    _file_batches,
-    _reading,
+    SEQ_BASE,
+    SEQ_STRIDE,
+    checkpoint_file_batches,
     open_checkpoint,
+    open_checkpoint_part,
     present_rows,
 )
 from airflow_provider_deltalite.engine.commit_file import (
@@ -142,7 +142,7 @@ def read_slice_non_file(item: tuple[Storage, CheckpointSlice]) -> tuple[int, lis
         CheckpointUnreadable: the file is missing or unreadable (naming it).
     """
     storage, part = item
-    with _reading(storage, part.path, part.version) as pf:
+    with open_checkpoint_part(storage, part.path, part.version) as pf:
         schema = pf.schema_arrow
         names = (A.PROTOCOL, A.METADATA, A.TXN, A.DOMAIN_METADATA, A.CHECKPOINT_METADATA, A.SIDECAR)
         columns = [c for c in names if c in schema.names and pa.types.is_struct(schema.field(c).type)]
@@ -158,7 +158,7 @@ def read_slice_non_file(item: tuple[Storage, CheckpointSlice]) -> tuple[int, lis
         if not present.any():
             return part.index, []
         rows = present_rows(pf, present, columns, groups)
-        return part.index, _non_file_from_checkpoint_table(rows, part.version)
+        return part.index, non_file_from_checkpoint_table(rows, part.version)
 
 
 def read_slice_pruned(read: PrunedRead) -> tuple[int, pa.Table, pa.Table]:
@@ -170,11 +170,11 @@ def read_slice_pruned(read: PrunedRead) -> tuple[int, pa.Table, pa.Table]:
         CheckpointUnreadable: the file is missing or unreadable (naming it).
     """
     part = read.slice
-    superseded = _superseded_by(read.touched, path_normalizer(read.storage))
+    superseded = superseded_by(read.touched, path_normalizer(read.storage))
     columns = list(read.partition_columns)
-    seq = _SEQ_BASE + part.index * _SEQ_STRIDE + part.first_row
+    seq = SEQ_BASE + part.index * SEQ_STRIDE + part.first_row
     pieces = list(
-        _file_batches(
+        checkpoint_file_batches(
             read.storage, part.path, part.version, columns, read.keep, superseded, seq, read.fields, part.row_groups
         )
     )
@@ -183,7 +183,7 @@ def read_slice_pruned(read: PrunedRead) -> tuple[int, pa.Table, pa.Table]:
     return part.index, pa.concat_tables([a for a, _ in pieces]), pa.concat_tables([r for _, r in pieces])
 
 
-def _superseded_by(touched: pa.Array, normalize: Callable[[str], str]) -> Callable[[pa.Array, pa.Array], pa.Array]:
+def superseded_by(touched: pa.Array, normalize: Callable[[str], str]) -> Callable[[pa.Array, pa.Array], pa.Array]:
     """Whether each (path, deletion vector) is one of the keys ``touched`` (the commits after the checkpoint)."""
 
     def superseded(paths: pa.Array, dvs: pa.Array) -> pa.Array:
@@ -208,7 +208,7 @@ def listed_checkpoint_bytes(storage: Storage, version: int | None = None) -> int
 
 def split_row_groups(storage: Storage, path: str, version: int, index: int, slices: int) -> list[CheckpointSlice]:
     """One file's row groups in at most ``slices`` contiguous ranges of about equal row counts (its footer read)."""
-    with _reading(storage, path, version) as pf:
+    with open_checkpoint_part(storage, path, version) as pf:
         rows = [pf.metadata.row_group(rg).num_rows for rg in range(pf.num_row_groups)]
     if len(rows) <= 1:
         return [CheckpointSlice(version, path, index)]
@@ -245,7 +245,7 @@ def load_snapshot_with_tasks(
     """
     segment = load_log_segment(storage, version)
     try:
-        checkpoint = _checkpoint_for_tasks(storage, segment, runner)
+        checkpoint = checkpoint_for_tasks(storage, segment, runner)
         if checkpoint is None:
             return None
         return _replay(
@@ -273,7 +273,7 @@ class _TaskCheckpoint:
     found: list[tuple[Any, ...]]
 
 
-def _checkpoint_for_tasks(
+def checkpoint_for_tasks(
     storage: Storage,
     segment: Any,
     runner: CheckpointTaskRunner,
@@ -344,14 +344,14 @@ def _replay(
     partition_columns = partition_physical_union(non_file, uri)
     adds, removes = parse_commit_file_actions(contents, partition_columns, uri)
     normalize = path_normalizer(storage)
-    touched = _touched_keys(adds, removes, normalize)
+    touched = touched_keys(adds, removes, normalize)
     reads = [PrunedRead(storage, s, tuple(partition_columns), keep, touched, file_fields) for s in slices]
 
     def base_rows(superseded: Callable[[pa.Array, pa.Array], pa.Array]) -> tuple[pa.Table, pa.Table]:
         found = sorted(runner.map_tasks(read_slice_pruned, reads), key=lambda r: (r[0], _first(r)))
         pieces = [(a, r) for _, a, r in found]
         if json_parts:
-            seq = _SEQ_BASE + len(slices) * _SEQ_STRIDE
+            seq = SEQ_BASE + len(slices) * SEQ_STRIDE
             a, r = parse_commit_file_actions([(-1, d) for d in json_parts], partition_columns, uri, seq_base=seq)
             pieces.append((_kept(a, keep, superseded), _kept(r, keep, superseded)))
         if not pieces:
@@ -376,7 +376,7 @@ def _replay(
     )
 
 
-def _touched_keys(adds: pa.Table, removes: pa.Table, normalize: Callable[[str], str]) -> pa.Array:
+def touched_keys(adds: pa.Table, removes: pa.Table, normalize: Callable[[str], str]) -> pa.Array:
     """The distinct keys (path, deletion vector) of the commits' file actions: the checkpoint rows they supersede."""
     keys = pa.concat_arrays(
         [

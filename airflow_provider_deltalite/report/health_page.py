@@ -45,18 +45,18 @@ RECLAIM_COLOUR = "#e45756"
 HISTORY_TITLE = "Files and bytes over time, maintenance runs marked"
 MAX_PARTITIONS = 30
 MAX_LABEL = 48  # longer partition labels are cut on the axis (the hover shows them whole)
-_CONFIG = {"displayModeBar": False, "displaylogo": False}
+PLOT_CONFIG = {"displayModeBar": False, "displaylogo": False}
 # a legend under the chart, whatever its height, clear of the title and of the axis title
 _LEGEND_BELOW: dict[str, Any] = {
     "showlegend": True,
     "legend": {"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom", "x": 0.5, "xanchor": "center"},
     "margin": {"l": 60, "r": 20, "t": 50, "b": 90},
 }
-_CSP = (
+PAGE_CSP = (
     "default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; img-src data:; "
     "font-src data:"
 )
-_STYLE = """
+PAGE_STYLE = """
 body { font-family: "DejaVu Sans", "Liberation Sans", Arial, sans-serif; color: #1f2933; margin: 24px auto;
        max-width: 1280px; padding: 0 24px; background: #ffffff; }
 h1 { font-size: 22px; margin: 0 0 4px; overflow-wrap: anywhere; }
@@ -113,7 +113,7 @@ def health_page_html(health: TableHealth, history: Sequence[Mapping[str, Any]] |
     figures.append(("clustering", _clustering_figure(go, health) if health.clustering else None))
     figures.append(("reclaim", _reclaim_figure(go, health) if health.tombstones.files else None))
     if history is not None:
-        layout = _layout(HISTORY_TITLE, "time (UTC)", "files", **_LEGEND_BELOW)
+        layout = chart_layout(HISTORY_TITLE, "time (UTC)", "files", **_LEGEND_BELOW)
         figures.append(("history", history_figure(go, history, layout) if history_points(history) else None))
     sections, inlined = [], False
     for name, figure in figures:
@@ -128,7 +128,7 @@ def health_page_html(health: TableHealth, history: Sequence[Mapping[str, Any]] |
             continue
         div = pio.to_html(
             figure,
-            config=_CONFIG,
+            config=PLOT_CONFIG,
             include_plotlyjs=not inlined,
             include_mathjax=False,
             full_html=False,
@@ -144,10 +144,10 @@ def health_page_html(health: TableHealth, history: Sequence[Mapping[str, Any]] |
 <html lang="en">
 <head>
 <meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="{_CSP}">
+<meta http-equiv="Content-Security-Policy" content="{PAGE_CSP}">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{title}</title>
-<style>{_STYLE}</style>
+<style>{PAGE_STYLE}</style>
 </head>
 <body>
 <header>
@@ -166,12 +166,13 @@ def health_page_html(health: TableHealth, history: Sequence[Mapping[str, Any]] |
 """
 
 
-def _label(text: str) -> str:
+def plot_label(text: str) -> str:
     """A table-derived string as plotly.js displays it literally (see the module docstring)."""
     return html.escape(text, quote=False)
 
 
-def _layout(title: str, x_title: str, y_title: str, **more: Any) -> dict[str, Any]:
+def chart_layout(title: str, x_title: str, y_title: str, **more: Any) -> dict[str, Any]:
+    """The plotly layout every chart of the health and lake pages shares, with ``more`` on top."""
     return {
         "title": {"text": title, "x": 0.02, "font": {"size": 17}},
         "template": "plotly_white",
@@ -210,7 +211,7 @@ def _sizes_figure(go: Any, health: TableHealth) -> Any:
         hovertemplate="%{x}: %{y:,} files, %{customdata}<extra></extra>",
         marker={"color": SIZES_COLOUR},
     )
-    layout = _layout("Files by size", "file size (log-scale buckets)", "files")
+    layout = chart_layout("Files by size", "file size (log-scale buckets)", "files")
     layout["yaxis"].update(_count_ticks(max(b.files for b in buckets)))
     return go.Figure(data=[bar], layout=layout)
 
@@ -230,10 +231,10 @@ def _small_files_figure(go: Any, health: TableHealth) -> Any:
     seen: dict[str, int] = {}
     axis = []
     for label in labels:
-        short = _label(_short(label))
+        short = plot_label(_short(label))
         seen[short] = seen.get(short, -1) + 1
         axis.append(short + "\u200b" * seen[short])
-    full = [_label(label) for label in labels]
+    full = [plot_label(label) for label in labels]
     common = {"y": axis, "orientation": "h", "customdata": full}
     files = go.Bar(
         x=[p.files for p in shown],
@@ -253,7 +254,7 @@ def _small_files_figure(go: Any, health: TableHealth) -> Any:
     if len(live) > MAX_PARTITIONS:
         title += f" (the {MAX_PARTITIONS} of {len(live):,} with most)"
     height = max(360, 110 + 22 * len(shown))
-    layout = _layout(
+    layout = chart_layout(
         title,
         "files",
         "",
@@ -267,7 +268,7 @@ def _small_files_figure(go: Any, health: TableHealth) -> Any:
 
 
 def _clustering_figure(go: Any, health: TableHealth) -> Any:
-    columns = [_label(c.column) for c in health.clustering]
+    columns = [plot_label(c.column) for c in health.clustering]
     point = go.Bar(
         x=columns,
         y=[c.point_query_files for c in health.clustering],
@@ -282,7 +283,7 @@ def _clustering_figure(go: Any, health: TableHealth) -> Any:
         marker={"color": DEPTH_COLOUR},
         hovertemplate="%{x}: average overlap depth %{y:.2f}<extra></extra>",
     )
-    layout = _layout(
+    layout = chart_layout(
         "Clustering overlap per column",
         "column",
         "files (1 is perfect)",
@@ -302,6 +303,6 @@ def _reclaim_figure(go: Any, health: TableHealth) -> Any:
         hovertemplate="%{x}: %{customdata[1]} in %{customdata[0]} files<extra></extra>",
         marker={"color": RECLAIM_COLOUR},
     )
-    layout = _layout("What VACUUM would reclaim, by day", "day it becomes reclaimable (UTC)", unit)
+    layout = chart_layout("What VACUUM would reclaim, by day", "day it becomes reclaimable (UTC)", unit)
     layout["xaxis"]["type"] = "category"
     return go.Figure(data=[bar], layout=layout)

@@ -18,7 +18,14 @@ from typing import Any
 from airflow_provider_deltalite.engine.errors import InvalidArgument, MissingDependency, redact_uri
 from airflow_provider_deltalite.maintenance.health.metrics import TableHealth
 from airflow_provider_deltalite.maintenance.wording import human_size, percent
-from airflow_provider_deltalite.report.health_page import _CONFIG, _CSP, _STYLE, MISSING_PLOTLY, _label, _layout
+from airflow_provider_deltalite.report.health_page import (
+    MISSING_PLOTLY,
+    PAGE_CSP,
+    PAGE_STYLE,
+    PLOT_CONFIG,
+    chart_layout,
+    plot_label,
+)
 from airflow_provider_deltalite.report.health_text import utc_time
 from airflow_provider_deltalite.version import __version__
 
@@ -96,7 +103,7 @@ def lake_page_html(entries: Sequence[LakeEntry], title: str) -> str:
         raise MissingDependency(MISSING_PLOTLY, package="plotly", extra="html") from None
     measured = [e for e in entries if e.health is not None][:MAX_TABLES]
     shown = list(reversed(measured))  # plotly draws the first category at the bottom
-    names = [_label(redact_uri(e.table_uri) or "") for e in shown]
+    names = [plot_label(redact_uri(e.table_uri) or "") for e in shown]
     share = go.Bar(
         y=names,
         x=[e.health.small_file_share * 100 for e in shown if e.health is not None],
@@ -115,18 +122,18 @@ def lake_page_html(entries: Sequence[LakeEntry], title: str) -> str:
     figures = [
         (
             "share",
-            go.Figure(data=[share], layout=_layout("Small-file share by table", "% of files", "", height=height)),
+            go.Figure(data=[share], layout=chart_layout("Small-file share by table", "% of files", "", height=height)),
         ),
         (
             "reclaimable",
-            go.Figure(data=[reclaim], layout=_layout("Reclaimable bytes by table", "bytes", "", height=height)),
+            go.Figure(data=[reclaim], layout=chart_layout("Reclaimable bytes by table", "bytes", "", height=height)),
         ),
     ]
     sections, inlined = [], False
     for name, figure in figures:
         div = pio.to_html(
             figure,
-            config=_CONFIG,
+            config=PLOT_CONFIG,
             include_plotlyjs=not inlined,
             include_mathjax=False,
             full_html=False,
@@ -141,10 +148,10 @@ def lake_page_html(entries: Sequence[LakeEntry], title: str) -> str:
 <html lang="en">
 <head>
 <meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="{_CSP}">
+<meta http-equiv="Content-Security-Policy" content="{PAGE_CSP}">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{heading}</title>
-<style>{_STYLE}
+<style>{PAGE_STYLE}
 table.lake {{ border-collapse: collapse; margin: 16px 0; font-size: 14px; width: 100%; }}
 table.lake th, table.lake td {{ border-bottom: 1px solid #e4e7eb; padding: 4px 8px; text-align: right; }}
 table.lake th:first-child, table.lake td:first-child {{ text-align: left; overflow-wrap: anywhere; }}

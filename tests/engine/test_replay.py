@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from airflow_provider_deltalite import DeltaTable
-from airflow_provider_deltalite.engine.checkpoint_reader import _map_lookup_many, _read_parquet_actions
+from airflow_provider_deltalite.engine.checkpoint_reader import _read_parquet_actions, map_lookup_many
 
 STRING_MAP = pa.map_(pa.string(), pa.string())
 
@@ -34,7 +34,7 @@ maps = st.lists(
 @given(rows=maps, start=st.integers(0, 5), length=st.integers(0, 30))
 def test_map_lookup_many_equals_pyarrow_map_lookup(rows: list, start: int, length: int) -> None:
     column = pa.array(rows, STRING_MAP).slice(min(start, len(rows)), length)
-    got = _map_lookup_many(column, ["a", "b", "c", "missing"])
+    got = map_lookup_many(column, ["a", "b", "c", "missing"])
     for key, values in zip(["a", "b", "c", "missing"], got, strict=True):
         assert values.to_pylist() == pc.map_lookup(column, pa.scalar(key), "first").to_pylist()
 

@@ -232,7 +232,7 @@ def _zorder_candidate(
     curves = sorted({_tag(tags[i], TAG_CURVE) or "zorder" for i in clustered})
     curve = curves[0] if len(curves) == 1 else "zorder"  # the curve the partition is clustered on already
     reasons = _unclustered_reasons(policy, f"{label}: {fresh} files not yet Z-ordered on {', '.join(columns)}", fresh)
-    reasons.extend(_point_query_reasons(policy, label, health.clustering if health is not None else ()))
+    reasons.extend(point_query_reasons(policy, label, health.clustering if health is not None else ()))
     if not reasons:
         return None
     bins = plans.bins(f"zorder:{curve}", key)
@@ -267,7 +267,7 @@ def _cluster_candidates(
         if provider in (None, CLUSTERING_PROVIDER) and tagged is None:
             fresh += 1
     reasons = _unclustered_reasons(policy, f"the table: {fresh} files not yet clustered on {', '.join(names)}", fresh)
-    reasons.extend(_point_query_reasons(policy, "the table", health.clustering))
+    reasons.extend(point_query_reasons(policy, "the table", health.clustering))
     bins = [list(b.files) for b in plan.bins]
     if not reasons or not bins:
         return []
@@ -275,7 +275,9 @@ def _cluster_candidates(
     return [_rewrite("cluster", {}, options, tuple(reasons), bins, sum(b.num_files for b in plan.bins), fragment_size)]
 
 
-def _point_query_reasons(policy: MaintenancePolicy, label: str, clustering: Sequence[ColumnClustering]) -> list[Reason]:
+def point_query_reasons(policy: MaintenancePolicy, label: str, clustering: Sequence[ColumnClustering]) -> list[Reason]:
+    """A reason to maintain ``label`` (a table or partition) for each clustered column on which a point query reads
+    more files on average than the policy's ``max_point_query_files`` allows."""
     limit = policy.max_point_query_files
     if limit is None:
         return []

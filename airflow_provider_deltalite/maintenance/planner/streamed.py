@@ -43,8 +43,8 @@ from airflow_provider_deltalite.maintenance.health.compute import HEALTH_FILE_FI
 from airflow_provider_deltalite.maintenance.health.metrics import TableHealth
 from airflow_provider_deltalite.maintenance.planner.candidates import (
     Candidate,
-    _point_query_reasons,
     partition_label,
+    point_query_reasons,
     rewrite_candidates,
 )
 from airflow_provider_deltalite.maintenance.planner.decide import decide
@@ -283,7 +283,7 @@ def needing_work(
             fresh = files - triggers.tagged(key, columns_tag)
             part = by_values.get(key)
             label = partition_label(dict(key), logical)
-            points = _point_query_reasons(policy, label, part.clustering if part is not None else ())
+            points = point_query_reasons(policy, label, part.clustering if part is not None else ())
             need = fresh >= minimum or bool(points)
         if need:
             needed.append(key)
