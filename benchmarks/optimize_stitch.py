@@ -18,8 +18,8 @@ place; the log copied). Configurations, each a fresh process, as users run them,
 ``process s`` is spawn to exit, ``in-process s`` the call alone, with the library imported (the runner's clock; cp:
 the process): delta-rs's runner imports ``deltalake`` before its clock starts, deltalite's the modules of its
 ``optimize`` command (`PRELOAD`: pyarrow, numpy and the engine; pyarrow loaded first as the console script loads it,
-with one OpenBLAS thread), which the CLI would import inside the call. Each
-compaction is checked by a separate child: delta-rs reads the same row count and column sums as the input.
+with one OpenBLAS thread), which the CLI would import inside the call. Each compaction is checked by a separate
+child: delta-rs reads the same row count and column sums as the input.
 
 What the comparison with ``cp`` leaves out, in deltalite's favour: neither syncs (both outputs are left dirty in the
 page cache, written back after the process has exited; every run starts after a ``sync``, so none is throttled by
@@ -39,8 +39,8 @@ process, ``pyarrow floor``, is the least any pyarrow engine does for the same co
 found for it: each partition decoded file by file on a thread of its own (whole-file reads, no threads inside pyarrow)
 while its task thread encodes 16 MiB row groups with the encodings deltalite chooses here (a dictionary for ``a``,
 DELTA_BINARY_PACKED for ``b``, DELTA_LENGTH_BYTE_ARRAY for ``s``), statistics on, snappy, one OpenBLAS thread (as the
-``deltalite`` command runs numpy's, which pyarrow loads); no log, no Delta statistics,
-no commit, nothing but pyarrow imported. The small-file target is judged on the median of the ratios of runs side by
+``deltalite`` command runs numpy's, which pyarrow loads); no log, no Delta statistics, no commit, nothing but pyarrow
+imported. The small-file target is judged on the median of the ratios of runs side by
 side (deltalite / delta-rs within one rotation): this machine's speed drifts by 20-30% over minutes, which moves a
 ratio of medians taken minutes apart more than it moves either engine.
 

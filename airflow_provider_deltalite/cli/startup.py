@@ -117,12 +117,13 @@ def load_pyarrow_for_the_engine() -> str:
       without them.
 
     For this process only: `main` also runs inside other programs (tests, a notebook) whose allocator, threads and
-    pyarrow are theirs.
+    pyarrow are theirs. A second call (a runner that loaded pyarrow so before `console_run`) changes nothing more.
     """
     blas_threads = "OPENBLAS_NUM_THREADS" not in os.environ and "numpy" not in sys.modules
     if blas_threads:
         os.environ["OPENBLAS_NUM_THREADS"] = "1"
-    sys.meta_path.insert(0, UnusedModuleBlocker())
+    if not any(isinstance(finder, UnusedModuleBlocker) for finder in sys.meta_path):
+        sys.meta_path.insert(0, UnusedModuleBlocker())
     try:
         import pyarrow as pa
     finally:
