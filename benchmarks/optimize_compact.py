@@ -2,8 +2,12 @@
 
 Input: a generated table (fixed numpy seed) of 400 files x 20,000 rows in 4 partitions (100 files each), about
 250 MB: ``a`` int64, ``b`` int64, ``c`` float64, ``s`` string (random letters and spaces), partition column ``part``.
-Written by delta-rs in 100 appends of one file per partition; cached under ``$TMPDIR/deltalite-bench/``. OPTIMIZE
-changes the table, so every measured run works on a fresh full copy (no hard links) of the pristine table.
+Written by delta-rs: the table created empty (version 0), then 100 appends of one file per partition (versions
+1-100; delta-rs checkpoints version 99); cached under ``$TMPDIR/deltalite-bench/``. The compaction commits version 101,
+which neither engine checkpoints (deltalite checkpoints a multiple of the interval, as Delta does, delta-rs the version
+before one): both write one checkpoint per 100 commits, and a table where the compaction's commit landed on a multiple
+of 100 would charge deltalite with one that delta-rs writes a commit earlier. OPTIMIZE changes the table, so every
+measured run works on a fresh full copy (no hard links) of the pristine table.
 
 Engines, each run in a fresh subprocess, all with the same target size T = 256 MiB (every ~60 MB partition becomes
 one file; minimum file size T too, so every file is a candidate):
@@ -66,7 +70,7 @@ TARGET_SPARK_VS_LOCAL = 1.5  # spark[2] rewrite phase <= 1.5x local
 TARGET_SPARK_SPEEDUP = 1.6  # spark rewrite local[1] / local[2] >= 1.6
 
 # -- generated table -----------------------------------------------------------------------------------------
-GEN_FORMAT = 1  # bump when the generator changes, to invalidate the cache
+GEN_FORMAT = 2  # bump when the generator changes, to invalidate the cache
 SEED = 20261123
 N_PARTITIONS = 4
 FILES_PER_PARTITION = 100
@@ -126,13 +130,16 @@ def generate_batch(rng: Any, partitions: list[str]) -> Any:
 
 
 def generate_child(dest: str) -> dict[str, Any]:
-    """Write the pristine table with delta-rs: 100 appends of one 20,000-row file per partition."""
+    """Write the pristine table with delta-rs: created empty, then 100 appends of one 20,000-row file per partition."""
     import deltalake
     import numpy as np
     import pyarrow as pa
 
     rng = np.random.default_rng(SEED)
     partitions = [f"p{k}" for k in range(N_PARTITIONS)]
+    deltalake.DeltaTable.create(
+        dest, generate_batch(np.random.default_rng(0), partitions[:1]).schema, partition_by=["part"]
+    )
     batches = []
     for _ in range(FILES_PER_PARTITION):
         batch = generate_batch(rng, partitions)
@@ -160,6 +167,10 @@ def prepare_table(regenerate: bool) -> tuple[Path, dict[str, Any], str]:
     check, err = h.run_child(__file__, ["--verify-delta", str(table), json.dumps(gen["expected"])], CHILD_TIMEOUT_S)
     if check is None or not check["identical"]:
         raise SystemExit(f"generated table does not read back as generated: {check or err}")
+    checkpoints = sorted(p.name for p in (table / "_delta_log").glob("*.checkpoint.parquet"))
+    if check["version"] != FILES_PER_PARTITION or checkpoints != [f"{FILES_PER_PARTITION - 1:020d}.checkpoint.parquet"]:
+        # the compaction's commit (version 101) must be one that neither engine checkpoints (module docstring)
+        raise SystemExit(f"generated table is at version {check['version']} with checkpoints {checkpoints}")
     info = {
         "path": str(table),
         "files": len(files),

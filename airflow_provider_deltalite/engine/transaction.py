@@ -146,6 +146,7 @@ class Transaction:
         self._txns: dict[str, dict[str, Any]] = {}
         self._domains: dict[str, dict[str, Any]] = {}
         self._committed: CommitResult | None = None
+        self._resolved: dict[str, str] = {}
 
     @property
     def table_uri(self) -> str:
@@ -324,6 +325,16 @@ class Transaction:
             )
 
     def _resolve(self, path: str) -> str:
+        """The key of a staged or read path, the same for every spelling of one file (relative to the root)."""
+        # each such path is resolved three to four times (read set, validation, conflicts, vacuum guard): 10 us
+        # each, 12 ms of a 400-file compaction's commit without the cache; a path of the whole snapshot goes
+        # through `_key_of` uncached, so the cache stays the size of what this transaction touches
+        key = self._resolved.get(path)
+        if key is None:
+            key = self._resolved[path] = self._key_of(path)
+        return key
+
+    def _key_of(self, path: str) -> str:
         full = self.storage.resolve_data_path(path)
         rel = self.storage.relative_to_root(full)
         return rel if rel is not None else full
@@ -336,7 +347,7 @@ class Transaction:
         names = ("path", "deletionVector", "baseRowId", "defaultRowCommitVersion")
         columns = [raw.column(c).to_pylist() for c in names]
         for path, dv, base, version in zip(*columns, strict=True):
-            key = (self._resolve(path), dv_key({"deletionVector": dv}))
+            key = (self._key_of(path), dv_key({"deletionVector": dv}))
             if key in wanted:
                 live[key] = {"baseRowId": base, "defaultRowCommitVersion": version}
 
