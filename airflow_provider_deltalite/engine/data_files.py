@@ -12,7 +12,6 @@ import pyarrow.parquet as pq
 
 from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.conform import delta_schema_to_arrow, file_columns, to_logical
-from airflow_provider_deltalite.engine.deletion_vectors import read_deletion_vector
 from airflow_provider_deltalite.engine.errors import DeltaLiteError, SchemaError, StorageError
 from airflow_provider_deltalite.engine.row_tracking import FileRowIds
 from airflow_provider_deltalite.engine.storage import Storage
@@ -30,6 +29,9 @@ def deleted_row_indexes(storage: Storage, path: str, deletion_vector: Mapping[st
     """The sorted row indexes a file's deletion vector removes, or None without one."""
     if deletion_vector is None:
         return None
+    # the deletion-vector codec is loaded by the first file that has one
+    from airflow_provider_deltalite.engine.deletion_vectors import read_deletion_vector
+
     try:
         deleted = read_deletion_vector(
             deletion_vector, storage.table_uri, storage.read_range, table_uri=storage.table_uri

@@ -13,10 +13,6 @@ from airflow_provider_deltalite.engine import actions as A
 from airflow_provider_deltalite.engine import arrow_compute as pc
 from airflow_provider_deltalite.engine.arrow_util import contiguous
 from airflow_provider_deltalite.engine.checkpoint_reader import read_checkpoint
-from airflow_provider_deltalite.engine.checkpoint_stream import (
-    open_checkpoint,
-    pruned_checkpoint_file_actions,
-)
 from airflow_provider_deltalite.engine.column_mapping import column_mapping_mode, physical_name
 from airflow_provider_deltalite.engine.commit_file import (
     NonFileAction,
@@ -44,7 +40,6 @@ from airflow_provider_deltalite.engine.properties import (
 )
 from airflow_provider_deltalite.engine.replay import latest_non_file_state, reconcile
 from airflow_provider_deltalite.engine.schema import parse_schema_string
-from airflow_provider_deltalite.engine.stats_parse import parse_stats, record_counts
 from airflow_provider_deltalite.engine.storage import Storage
 
 # Columns replay adds to file actions (the version and position of each action), dropped before a batch is handed out.
@@ -195,6 +190,8 @@ class Snapshot:
         unless `stats` was parsed already."""
         if "stats" in self.__dict__:
             return contiguous(self.stats.field("numRecords"))
+        from airflow_provider_deltalite.engine.stats_parse import record_counts  # see `parse_file_stats`
+
         self._require("stats")
         return record_counts(contiguous(self.raw_files.column("stats")), self.table_uri)
 
@@ -205,6 +202,10 @@ class Snapshot:
     def parse_file_stats(self, raw: pa.Array, schema: pa.Schema) -> pa.StructArray:
         """Parse the JSON statistics ``raw`` of some of this table's files (a batch of a `ReplayStream`) for the
         columns of ``schema`` (a part of the data schema), with this table's physical names."""
+        # the statistics parser is loaded by the first caller: a compaction of files without deletion vectors, for
+        # one, never parses a statistic
+        from airflow_provider_deltalite.engine.stats_parse import parse_stats
+
         names = {
             f["name"]: physical_name(f, self.column_mapping_mode)
             for f in self.schema["fields"]
@@ -343,6 +344,9 @@ def _replay_pruned(
     checkpoint's rows lose), and only the result is cut to the selected partitions; the checkpoint is read part by
     part, its rows of other partitions dropped before they are conformed.
     """
+    # the streamed checkpoint reader: loaded by the replays that prune, not by every process that opens a table
+    from airflow_provider_deltalite.engine.checkpoint_stream import open_checkpoint, pruned_checkpoint_file_actions
+
     uri = storage.table_uri
     sources = open_checkpoint(storage, segment.checkpoint) if segment.checkpoint else None
     contents = read_commits(storage, segment.commits)

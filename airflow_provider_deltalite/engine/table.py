@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_deltalite.engine.catalog import resolve_location
 from airflow_provider_deltalite.engine.errors import (
@@ -24,9 +24,11 @@ from airflow_provider_deltalite.engine.log_segment import earliest_version, list
 from airflow_provider_deltalite.engine.partition_filter import PartitionFilter
 from airflow_provider_deltalite.engine.row_tracking import row_tracking_state
 from airflow_provider_deltalite.engine.snapshot import Snapshot, load_snapshot
-from airflow_provider_deltalite.engine.snapshot_stream import ReplayStream, stream_snapshot
 from airflow_provider_deltalite.engine.storage import Storage
 from airflow_provider_deltalite.engine.transaction import Transaction, start_transaction
+
+if TYPE_CHECKING:
+    from airflow_provider_deltalite.engine.snapshot_stream import ReplayStream
 
 
 def parse_timestamp_ms(value: datetime | int | float | str) -> int:
@@ -135,6 +137,8 @@ class Table:
             # The operation refuses this predicate in its own words (a clustered table takes none; `where` names a
             # data column): for that it needs the table's state, never its files. This snapshot holds none
             # (`pruned_by` is STREAMED), and an operation given `where` binds it again before planning on it.
+            from airflow_provider_deltalite.engine.snapshot_stream import stream_snapshot
+
             return stream_snapshot(self.storage, version).snapshot
         try:
             whole = row_tracking_state(snapshot).assigns_row_ids
@@ -189,6 +193,9 @@ class Table:
         Raises:
             TableNotFound, VersionNotFound, CorruptLog, ProtocolNotSupported: as `snapshot`.
         """
+        # the streamed replay (and its checkpoint reader) is loaded by the commands that stream, not by every one
+        from airflow_provider_deltalite.engine.snapshot_stream import stream_snapshot
+
         return stream_snapshot(self.storage, version, file_fields=file_fields)
 
     def latest_version(self) -> int:
