@@ -32,7 +32,8 @@ loaded machine it waits for a core as deltalite does, so the ratio is lowest und
 machine.
 
 Small files. ``optimize_compact.py``'s table (400 files of 20,000 rows, ~0.6 MiB each, 4 partitions; its generator
-and cache): every file is below the threshold and re-encoded. ``deltalite optimize --target-size 256MiB
+and cache; at version 100, so that the compaction commits a version neither engine checkpoints): every file is below
+the threshold and re-encoded. ``deltalite optimize --target-size 256MiB
 --min-file-size 256MiB`` against delta-rs writing the same codec (snappy), whole processes; rows checked by
 ``optimize_compact.py``'s multiset digest (delta-rs and deltalite read them); the bytes written compared. A third
 process, ``pyarrow floor``, is the least any pyarrow engine does for the same compaction, in the best configuration
