@@ -416,14 +416,12 @@ def path_normalizer(storage: Storage) -> Callable[[str], str]:
 
     def normalize(path: str) -> str:
         try:
-            full = storage.resolve_data_path(path)
+            return storage.path_key(path)
         except ValueError as exc:  # urllib's parser: "s3://[bucket/x" (an unclosed IPv6 host) and the like
             shown = path if len(path) <= 200 else f"{path[:200]}..."
             raise CorruptLog(
                 f"the log names a data file by an invalid URI {shown!r}: {exc}", storage.table_uri
             ) from None
-        rel = storage.relative_to_root(full)
-        return rel if rel is not None else full
 
     return normalize
 

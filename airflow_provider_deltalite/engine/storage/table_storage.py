@@ -245,6 +245,13 @@ class Storage:
             return self.full_path(absolute_uri_to_path(path_in_log))
         return self.full_path(unquote(path_in_log))
 
+    def path_key(self, path_in_log: str) -> str:
+        """The key of a file's ``path`` as written in the log, the same for every spelling of one file: relative to
+        the table root when the file lies under it, else the full path (`resolve_data_path`)."""
+        full = self.resolve_data_path(path_in_log)
+        rel = self.relative_to_root(full)
+        return rel if rel is not None else full
+
     def relative_to_root(self, full_path: str) -> str | None:
         """The path relative to the table root, or None when ``full_path`` lies outside it."""
         prefix = self.root.rstrip("/") + "/"
