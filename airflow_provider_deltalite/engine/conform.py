@@ -168,6 +168,9 @@ def to_logical(
     """
     excluded = frozenset(exclude)
     schema, target = _arrow_schema_of(schema, physical=False, mode="none", exclude=excluded, table_uri=table_uri)
+    if mode == "none" and table.schema.equals(target, check_metadata=True):
+        # as the file decoded it (what a compaction reads, file after file): no call that hands the GIL over
+        return table
     if mode == "none" and table.schema.names == target.names and table.schema.types == target.types:
         # the file holds the table's columns as they are (what a compaction reads, file after file)
         return pa.Table.from_arrays(table.columns, schema=target)
@@ -209,6 +212,8 @@ def to_physical(
     if table.num_columns != len(target):
         raise SchemaError(f"expected {len(target)} data columns, got {table.num_columns}", table_uri)
     if mode == "none":
+        if table.schema.equals(target, check_metadata=True):
+            return table
         return pa.Table.from_arrays(table.columns, schema=target)
     columns = [
         pa.chunked_array([_retype(chunk, field.type) for chunk in column.chunks], type=field.type)

@@ -56,6 +56,7 @@ def iter_file_rows(
     row_ids: FileRowIds | None = None,
     row_groups: Sequence[int] | None = None,
     use_threads: bool = True,
+    size: int | None = None,
 ) -> Iterator[pa.Table]:
     """Stream the live rows of one data file in the table's logical data schema (partition columns excluded).
 
@@ -64,7 +65,8 @@ def iter_file_rows(
     preserved; only without ``columns``), each row also carries its row id and row commit version in the materialised
     columns, appended after the data columns and computed from the physical row index before the deletion vector
     drops rows. ``row_groups`` reads only those row groups (only for a file without a deletion vector or ``row_ids``,
-    whose row positions would be wrong). ``use_threads``: decode the columns on pyarrow's thread pool.
+    whose row positions would be wrong). ``use_threads``: decode the columns on pyarrow's thread pool. ``size``: the
+    file's size as the log gives it, if known (saves asking the file system).
 
     Raises:
         StorageError: the file or its deletion vector is missing or unreadable.
@@ -80,8 +82,10 @@ def iter_file_rows(
     try:
         with storage.open_data_file(full) as fh:
             source = fh
-            if isinstance(fh, pa.OSFile) and fh.size() <= WHOLE_READ_BYTES:
-                source = pa.BufferReader(fh.read_buffer())
+            if isinstance(fh, pa.OSFile):
+                whole = _read_small_file(fh, size)
+                if whole is not None:
+                    source = pa.BufferReader(whole)
             # pyarrow's default INT96 unit (ns) silently wraps dates past 2262; microseconds cover Delta's range.
             parquet = pq.ParquetFile(source, coerce_int96_timestamp_unit="us")
             if parquet.metadata.num_rows == 0:
@@ -91,10 +95,8 @@ def iter_file_rows(
                 wanted = set(columns)
                 schema = {**schema, "fields": [f for f in schema["fields"] if f["name"] in wanted]}
                 read_columns = file_columns(parquet.schema_arrow, schema, mode)
-            for batch in iter_batches(parquet, batch_rows, read_columns, row_groups, use_threads):
-                rows = to_logical(
-                    pa.Table.from_batches([batch]), schema, mode=mode, exclude=partition_columns, table_uri=uri
-                )
+            for batch in _iter_tables(parquet, batch_rows, read_columns, row_groups, use_threads):
+                rows = to_logical(batch, schema, mode=mode, exclude=partition_columns, table_uri=uri)
                 if row_ids is not None:
                     for name, values in zip(row_ids.columns.names, row_ids.values(batch, offset, uri), strict=True):
                         rows = rows.append_column(name, values)
@@ -110,6 +112,36 @@ def iter_file_rows(
         raise
     except (pa.ArrowException, OSError) as exc:
         raise StorageError(f"data file {path} is unreadable: {type(exc).__name__}: {exc}", uri) from None
+
+
+def _read_small_file(fh: pa.OSFile, size: int | None) -> pa.Buffer | None:
+    """The bytes of a file of at most WHOLE_READ_BYTES, read in one call; None for a larger one (``fh`` at its
+    start). ``size``: the file's size as the log gives it, if known."""
+    if size is not None and size <= WHOLE_READ_BYTES:
+        # the log's size and a byte more, in one call (no call for the size: each call into pyarrow hands the GIL
+        # over); a file whose size differs from the log's is read as it is, as without a size
+        data = fh.read_buffer(size + 1)
+        if data.size == size:
+            return data
+        fh.seek(0)
+    return fh.read_buffer() if fh.size() <= WHOLE_READ_BYTES else None
+
+
+def _iter_tables(
+    parquet: pq.ParquetFile,
+    batch_rows: int,
+    columns: Sequence[str] | None,
+    row_groups: Sequence[int] | None,
+    use_threads: bool,
+) -> Iterator[pa.Table]:
+    """`iter_batches` as tables; a file of one row group that fits one batch (a small file) in one call."""
+    if row_groups is None and parquet.num_row_groups == 1 and parquet.metadata.num_rows <= batch_rows:
+        # every call into pyarrow hands the GIL over, to another task's thread when tasks run side by side: a small
+        # file read in one call instead of a batch iterator costs 400 such hand-overs fewer per 100 files
+        yield parquet.read_row_group(0, columns=columns, use_threads=use_threads)
+        return
+    for batch in iter_batches(parquet, batch_rows, columns, row_groups, use_threads):
+        yield pa.Table.from_batches([batch])
 
 
 def iter_batches(

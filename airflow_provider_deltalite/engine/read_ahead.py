@@ -21,8 +21,9 @@ T = TypeVar("T")
 def read_ahead(
     items: Iterable[T], max_bytes: int, size: Callable[[T], int], name: str = "deltalite-read-ahead"
 ) -> Iterator[T]:
-    """The items of ``items``, produced on a thread of their own while the items produced and not yet taken hold
-    less than ``max_bytes`` (by ``size``; one item is always let through, however large).
+    """The items of ``items``, produced on a thread of their own: the next item is produced only while the items
+    produced and not yet taken hold less than ``max_bytes`` (by ``size``), so the producer is at most ``max_bytes``
+    and one item ahead, and holds nothing it could not hand over (one item always passes, however large).
 
     An exception of the producer is raised to the consumer at its place in the sequence. When the consumer stops
     early (an error, or it closes the generator), the producer stops after the item it is producing and closes
@@ -44,13 +45,19 @@ def read_ahead(
         nonlocal held, done, error
         source = iter(items)
         try:
-            for item in source:
-                n = size(item)
+            while True:
+                # wait for room before producing, not after: an item is not held while there is no room for it
                 with state:
-                    while held and held + n > max_bytes and not stopped:
+                    while held and held >= max_bytes and not stopped:
                         state.wait()
                     if stopped:
                         return
+                try:
+                    item = next(source)
+                except StopIteration:
+                    break
+                n = size(item)
+                with state:
                     ready.append((item, n))
                     held += n
                     state.notify_all()

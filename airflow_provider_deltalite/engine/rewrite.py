@@ -2,8 +2,9 @@
 
 OPTIMIZE hands each bin to an executor as a `RewriteTask`; the local executor runs `rewrite_files` on a thread, the
 Spark executor on a Python worker of the cluster. Tasks and results are plain picklable data, so both places produce
-the same actions. Memory stays bounded: rows stream from the inputs in batches, decoded on a thread of their own
-(`engine.read_ahead`) while the task's thread encodes the row group before them; a bin is never held in memory whole.
+the same actions. Memory stays bounded: rows stream from the inputs in batches, decoded and gathered into row groups
+on a thread of their own (`engine.read_ahead`, `row_group_tables`) while the task's thread encodes the row group before
+them; a bin is never held in memory whole.
 
 Memory of one rewrite task, whatever the size of the bin, the target file size or the table::
 
@@ -14,9 +15,9 @@ about 30 MB for delta-rs' million-row groups, up to 128 MiB for Spark's), ``B`` 
 (`STREAM_BATCH_ROWS` rows: 5 MB at 40 bytes a row), ``row_group_bytes`` the writer's buffer (`WriterOptions`: filled
 up to one batch past it, then encoded, which holds the row group's pages besides), ``D`` the dictionary encoders'
 hash tables (a few tens of MB at most: a dictionary is dropped once it outgrows its page), and the last term the
-reading thread's lead (up to a row group of decoded batches, and the one it is decoding). The target size only
-lengthens the file's footer. The local executor runs ``max_concurrent_tasks`` tasks at once, on top of the process
-itself (interpreter, pyarrow, the snapshot: 100 to 200 MB); at the defaults (16 MiB row groups, 2 tasks) a
+reading thread's lead (the row group it gathers, or the one it has handed over and waits to see taken). The target
+size only lengthens the file's footer. The local executor runs ``max_concurrent_tasks`` tasks at once, on top of the
+process itself (interpreter, pyarrow, the snapshot: 100 to 200 MB); at the defaults (16 MiB row groups, 2 tasks) a
 compaction of 5.5 GiB peaked at 394 MB (benchmarks/memory_bound.py).
 """
 
@@ -35,7 +36,7 @@ import pyarrow.parquet as pq
 from airflow_provider_deltalite.engine.column_encodings import input_verdicts
 from airflow_provider_deltalite.engine.conform import delta_schema_to_arrow, to_physical
 from airflow_provider_deltalite.engine.data_file_paths import new_data_file_path, partition_directory
-from airflow_provider_deltalite.engine.data_file_writer import FileWriter, WriterOptions
+from airflow_provider_deltalite.engine.data_file_writer import FileWriter, WriterOptions, row_group_tables
 from airflow_provider_deltalite.engine.data_files import iter_file_rows
 from airflow_provider_deltalite.engine.errors import UploadInterrupted
 from airflow_provider_deltalite.engine.file_actions import remove_from_add
@@ -156,7 +157,10 @@ def rewrite_files(task: RewriteTask) -> RewriteResult:
             dict(task.files[0].get("partitionValues") or {}),
             counter.count(
                 read_ahead(
-                    iter_live_rows(task.table, task.files, use_threads=task.decode_threads),
+                    row_group_tables(
+                        iter_live_rows(task.table, task.files, use_threads=task.decode_threads),
+                        task.writer.row_group_bytes,
+                    ),
                     task.writer.row_group_bytes,
                     operator.attrgetter("nbytes"),
                 )
@@ -211,6 +215,7 @@ def iter_live_rows(
             columns=columns,
             row_ids=FileRowIds.of(tracked, add) if tracked is not None else None,
             use_threads=use_threads,
+            size=int(add["size"]) if add.get("size") is not None else None,
         )
 
 

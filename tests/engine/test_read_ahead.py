@@ -44,10 +44,19 @@ def test_the_producer_stays_within_its_byte_budget() -> None:
     seen = []
     for item in read_ahead(source, max_bytes=10, size=lambda _: 4):
         time.sleep(0.005)  # a slow consumer: the producer runs ahead as far as it may
-        # pulled = taken + held (at most 10 bytes of 4-byte items: two) + the one waiting for room
+        # pulled = taken + held (produced while under 10 bytes of 4-byte items: three at most)
         assert source.produced - (item + 1) <= 3
         seen.append(item)
     assert seen == list(range(40))
+
+
+def test_nothing_is_produced_while_the_budget_is_full() -> None:
+    # the producer waits for room before it produces an item, not with the item in hand: 8 bytes of 4-byte items
+    # are two items, and no third is pulled until one of them is taken
+    source = _Source(30)
+    for item in read_ahead(source, max_bytes=8, size=lambda _: 4):
+        time.sleep(0.005)
+        assert source.produced - (item + 1) <= 2
 
 
 def test_an_item_larger_than_the_budget_still_passes() -> None:
