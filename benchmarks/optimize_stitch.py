@@ -38,8 +38,8 @@ the threshold and re-encoded. ``deltalite optimize --target-size 256MiB
 ``optimize_compact.py``'s multiset digest (delta-rs and deltalite read them); the bytes written compared. A third
 process, ``pyarrow floor``, is the least any pyarrow engine does for the same compaction, in the best configuration
 found for it: each partition decoded file by file on a thread of its own (whole-file reads, no threads inside pyarrow)
-while its task thread encodes 16 MiB row groups with the encodings deltalite chooses here (a dictionary for ``a``,
-DELTA_BINARY_PACKED for ``b``, DELTA_LENGTH_BYTE_ARRAY for ``s``), statistics on, snappy, one OpenBLAS thread (as the
+while its task thread encodes 16 MiB row groups with the encodings deltalite chooses here (DELTA_BINARY_PACKED for
+``a`` and ``b``, DELTA_LENGTH_BYTE_ARRAY for ``s``, plain ``c``), statistics on, snappy, one OpenBLAS thread (as the
 ``deltalite`` command runs numpy's, which pyarrow loads); no log, no Delta statistics, no commit, nothing but pyarrow
 imported. The small-file target is judged on the median of the ratios of runs side by
 side (deltalite / delta-rs within one rotation): this machine's speed drifts by 20-30% over minutes, which moves a
@@ -181,8 +181,9 @@ def compact(partition):
         held, size = [], 0
         if writer is None:
             writer = pq.ParquetWriter(Path(out) / (partition.name + ".parquet"), group.schema, compression="snappy",
-                                      use_dictionary=["a"], write_statistics=True,
-                                      column_encoding={"b": "DELTA_BINARY_PACKED", "s": "DELTA_LENGTH_BYTE_ARRAY"})
+                                      use_dictionary=False, write_statistics=True,
+                                      column_encoding={"a": "DELTA_BINARY_PACKED", "b": "DELTA_BINARY_PACKED",
+                                                       "s": "DELTA_LENGTH_BYTE_ARRAY"})
         writer.write_table(group, row_group_size=group.num_rows)
     while (t := handoff.get()) is not None:
         held.append(t)

@@ -3,7 +3,10 @@
 Judged per column on the first row group a writer is given, with what the inputs' own writers learnt
 (`engine.parquet.encodings.dictionary_verdicts` of their footers):
 
-- a dictionary where the distinct values of a row group fit one dictionary page (`dictionary_columns`);
+- a dictionary where the distinct values of a row group fit one dictionary page (`dictionary_columns`), except for
+  integers whose neighbouring values differ by at most one bit more than the dictionary's indexes take
+  (`delta_rivals_dictionary`): those are written DELTA_BINARY_PACKED, about as small and far cheaper to encode (no
+  hash lookup per value);
 - otherwise, as parquet-java's V2 writer and arrow-rs's fall back from a dictionary (`delta_encodings`):
   DELTA_BINARY_PACKED for integers, dates and timestamps whose neighbouring values differ by far fewer bits than
   the type holds (ids, counters, event times, small ranges), and DELTA_LENGTH_BYTE_ARRAY for short strings, whose
@@ -39,6 +42,11 @@ VERDICT_FILES = 8
 # strings of letters: smaller at every length, and faster to write up to 33 bytes (0.70x plain), slower past 45
 # (1.05-1.5x; highly compressible long strings the most).
 DELTA_STRING_BYTES = 32
+# An integer column that fits a dictionary is written DELTA_BINARY_PACKED instead when its differences take at most
+# this many bits more than the dictionary's indexes. Measured with snappy on 2 million rows of integers 0-999 (10-bit
+# indexes, 11-bit differences) among three other columns: the file encoded in 0.67x the time (144 against 213 ms) and
+# was 0.6% larger (the column 11%); pyarrow read the column as fast (4.1 against 4.4 ms).
+DELTA_OVER_DICTIONARY_BITS = 1
 # Integers are written DELTA_BINARY_PACKED when the differences of neighbouring values take at most this share of
 # the type's bits. Measured with snappy: 2-2.7x faster to write and half the size for event times and for values
 # in a million-wide range; 3x slower, and no smaller, for integers spread over the whole int64 range.
@@ -97,7 +105,8 @@ def column_encodings(
         return True, None
     encoding = dict.fromkeys(delta_encoded, "DELTA_BINARY_PACKED")
     if delta and first is not None:
-        encoding = delta_encodings(first, exclude={*(chosen or ()), *delta_encoded}) | encoding
+        chosen = [c for c in chosen or () if not delta_rivals_dictionary(first.column(c))]
+        encoding = delta_encodings(first, exclude={*chosen, *delta_encoded}) | encoding
     return [c for c in chosen or [] if c not in encoding] or False, encoding or None
 
 
@@ -135,12 +144,42 @@ def dictionary_columns(rows: pa.Table, verdicts: Mapping[str, bool] | None = Non
             # (what the whole sample shows of such a column): the whole sample would only say the same
             continue
         sample = pc.drop_null(column.slice(0, _DICTIONARY_SAMPLE_ROWS))
-        distinct = len(pc.unique(sample))
-        if 2 * distinct > len(sample):
-            distinct = distinct * len(column) // len(sample)
-        if distinct * _value_width(kind, sample) <= DICTIONARY_PAGE_BYTES:
+        if _distinct_in_group(column, sample) * _value_width(kind, sample) <= DICTIONARY_PAGE_BYTES:
             chosen.append(name)
     return chosen
+
+
+def delta_rivals_dictionary(column: pa.ChunkedArray | pa.Array) -> bool:
+    """Whether an integer column that fits a dictionary is better written DELTA_BINARY_PACKED: its neighbouring
+    values differ by at most DELTA_OVER_DICTIONARY_BITS more bits than the dictionary's indexes would take.
+
+    A dictionary encoder looks every value up in a hash table; the delta encoder subtracts and packs bits. Where the
+    two come out about as small (values in a narrow range, runs, sorted codes), the delta encoding is the cheaper one
+    to write; where few distinct values lie far apart (a handful of event days in microseconds), the dictionary's
+    indexes are much narrower and it stays.
+
+    Example:
+        >>> delta_rivals_dictionary(pa.array([i % 1000 for i in range(100_000)]))
+        True
+        >>> delta_rivals_dictionary(pa.array([(i % 8) * 10**15 for i in range(100_000)]))
+        False
+    """
+    if not _is_integer_like(column.type):
+        return False
+    sample = pc.drop_null(column.slice(0, _DICTIONARY_SAMPLE_ROWS))
+    if len(sample) < 2:
+        return False
+    index_bits = max(_distinct_in_group(column, sample) - 1, 1).bit_length()
+    return _delta_bits(column) <= index_bits + DELTA_OVER_DICTIONARY_BITS
+
+
+def _distinct_in_group(column: pa.ChunkedArray | pa.Array, sample: pa.ChunkedArray | pa.Array) -> int:
+    """The distinct values of ``column`` as its first rows ``sample`` show them, scaled up to the column where most
+    of the sample is distinct."""
+    distinct = len(pc.unique(sample))
+    if 2 * distinct > len(sample):
+        distinct = distinct * len(column) // len(sample)
+    return distinct
 
 
 def delta_encodings(rows: pa.Table, exclude: Collection[str] = ()) -> dict[str, str]:
@@ -181,7 +220,7 @@ def _stored_bits(kind: pa.DataType) -> int:
     return 64 if kind.bit_width == 64 else 32
 
 
-def _delta_bits(column: pa.ChunkedArray) -> float:
+def _delta_bits(column: pa.ChunkedArray | pa.Array) -> float:
     """Bits a value takes in DELTA_BINARY_PACKED, estimated on windows spread over ``column``: per window (one
     block), the bit width of the spread of the differences of neighbouring values, as the encoder packs them (with
     two's-complement wrap-around, so that values over the whole range need every bit)."""

@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from airflow_provider_deltalite.engine.column_encodings import delta_encodings, dictionary_columns
+from airflow_provider_deltalite.engine.column_encodings import column_encodings, delta_encodings, dictionary_columns
 
 N = 200_000
 RNG = np.random.default_rng(29)
@@ -79,3 +79,25 @@ def test_files_with_the_chosen_encodings_read_back_identically(tmp_path) -> None
         assert encoding in written[column]
     assert "PLAIN" in written["price"] and "PLAIN" in written["hash"]
     assert pq.read_table(path).equals(table)
+
+
+def test_integers_about_as_narrow_as_their_dictionary_indexes_are_delta_encoded() -> None:
+    table = _table()
+    # small: 200 values (8-bit indexes), differences up to 9 bits; day: 365 values (9 bits), differences up to 10:
+    # delta-encoded. code: 200,000 values (18-bit indexes) over all of INT32 (32-bit differences): its dictionary
+    # stays. days: 8 event days in microseconds (3-bit indexes, 40-bit differences): its dictionary stays.
+    table = table.append_column(
+        "days", pa.array(RNG.integers(0, 8, N) * 86_400_000_000 + 1_790_000_000_000_000, pa.int64())
+    )
+    dictionary, encodings = column_encodings(table, dictionary=True, delta=True)
+    assert dictionary == ["code", "nothing", "days"]
+    assert encodings == {
+        "id": "DELTA_BINARY_PACKED",
+        "amount": "DELTA_BINARY_PACKED",
+        "small": "DELTA_BINARY_PACKED",
+        "day": "DELTA_BINARY_PACKED",
+        "at": "DELTA_BINARY_PACKED",
+        "name": "DELTA_LENGTH_BYTE_ARRAY",
+    }
+    # without delta encodings (readers before Spark 3.3) every column that fits a dictionary keeps it
+    assert column_encodings(table, dictionary=True, delta=False) == (["small", "code", "day", "nothing", "days"], None)
