@@ -84,6 +84,8 @@ def compact_files(task: RewriteTask) -> RewriteResult:
     """
     if task.min_row_group_size is None or task.table.row_tracking is not None or not task.files:
         return rewrite_files(task)
+    if not any(_may_hold_large_row_group(add, task.min_row_group_size) for add in task.files):
+        return rewrite_files(task)  # a bin of small files (or all with deletion vectors): nothing to plan
     # the fallback runs outside this retry loop: `rewrite_files` has its own, and two nested loops would write a bin
     # nine times instead of three
     stitched = again_after_interrupted_uploads(lambda: _compact_once(task))
@@ -122,13 +124,19 @@ def _collector(ctx: TableContext) -> StatsCollector:
     )
 
 
+def _may_hold_large_row_group(add: Mapping[str, Any], minimum: int) -> bool:
+    """Whether a file could have a row group to copy: no deletion vector to apply, and at least ``minimum`` bytes
+    (a row group is never larger than its file)."""
+    return not add.get("deletionVector") and int(add.get("size") or 0) >= minimum
+
+
 def _plan_source(
     ctx: TableContext, add: Mapping[str, Any], reference: FileMetaData, minimum: int, shape: StatsCollector
 ) -> _Copied | None:
     """The row groups of ``add`` to copy and to re-encode, or None when the file is re-encoded whole (why: logged)."""
     path = add["path"]
-    if add.get("deletionVector") or int(add.get("size") or 0) < minimum:
-        return None  # a file smaller than the threshold has no row group to copy: its footer is not even read
+    if not _may_hold_large_row_group(add, minimum):
+        return None  # its footer is not even read
     stats = load_stats(add.get("stats"))
     if stats is None or merge_stats(shape, [stats]) is None:
         log.debug("%s is re-encoded: its Delta statistics cannot be merged", path)
