@@ -34,15 +34,19 @@ def _table() -> pa.Table:
     )
 
 
+# `_table`'s columns whose values a delta encoding packs into fewer bits than plain values take
+PAYING_DELTA = {
+    "id": "DELTA_BINARY_PACKED",
+    "amount": "DELTA_BINARY_PACKED",
+    "small": "DELTA_BINARY_PACKED",
+    "day": "DELTA_BINARY_PACKED",
+    "at": "DELTA_BINARY_PACKED",
+    "name": "DELTA_LENGTH_BYTE_ARRAY",
+}
+
+
 def test_delta_encodings_where_they_pay_and_plain_elsewhere() -> None:
-    assert delta_encodings(_table()) == {
-        "id": "DELTA_BINARY_PACKED",
-        "amount": "DELTA_BINARY_PACKED",
-        "small": "DELTA_BINARY_PACKED",
-        "day": "DELTA_BINARY_PACKED",
-        "at": "DELTA_BINARY_PACKED",
-        "name": "DELTA_LENGTH_BYTE_ARRAY",
-    }
+    assert delta_encodings(_table()) == PAYING_DELTA
 
 
 def test_dictionary_columns_are_left_to_their_dictionary() -> None:
@@ -91,13 +95,6 @@ def test_integers_about_as_narrow_as_their_dictionary_indexes_are_delta_encoded(
     )
     dictionary, encodings = column_encodings(table, dictionary=True, delta=True)
     assert dictionary == ["code", "nothing", "days"]
-    assert encodings == {
-        "id": "DELTA_BINARY_PACKED",
-        "amount": "DELTA_BINARY_PACKED",
-        "small": "DELTA_BINARY_PACKED",
-        "day": "DELTA_BINARY_PACKED",
-        "at": "DELTA_BINARY_PACKED",
-        "name": "DELTA_LENGTH_BYTE_ARRAY",
-    }
+    assert encodings == PAYING_DELTA
     # without delta encodings (readers before Spark 3.3) every column that fits a dictionary keeps it
     assert column_encodings(table, dictionary=True, delta=False) == (["small", "code", "day", "nothing", "days"], None)
