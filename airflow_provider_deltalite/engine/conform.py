@@ -168,12 +168,9 @@ def to_logical(
     """
     excluded = frozenset(exclude)
     schema, target = _arrow_schema_of(schema, physical=False, mode="none", exclude=excluded, table_uri=table_uri)
-    if mode == "none" and table.schema.equals(target, check_metadata=True):
-        # as the file decoded it (what a compaction reads, file after file): no call that hands the GIL over
-        return table
     if mode == "none" and table.schema.names == target.names and table.schema.types == target.types:
         # the file holds the table's columns as they are (what a compaction reads, file after file)
-        return pa.Table.from_arrays(table.columns, schema=target)
+        return _with_schema(table, target)
     fields = [f for f in schema["fields"] if f["name"] not in excluded]
     lookup = _FieldLookup(table.schema)
     columns = []
@@ -212,14 +209,20 @@ def to_physical(
     if table.num_columns != len(target):
         raise SchemaError(f"expected {len(target)} data columns, got {table.num_columns}", table_uri)
     if mode == "none":
-        if table.schema.equals(target, check_metadata=True):
-            return table
-        return pa.Table.from_arrays(table.columns, schema=target)
+        return _with_schema(table, target)
     columns = [
         pa.chunked_array([_retype(chunk, field.type) for chunk in column.chunks], type=field.type)
         for column, field in zip(table.columns, target, strict=True)
     ]
     return pa.Table.from_arrays(columns, schema=target)
+
+
+def _with_schema(table: pa.Table, target: pa.Schema) -> pa.Table:
+    """``table`` (the names and types of ``target``) under ``target``'s nullability and metadata: itself when it has
+    them already, without a call into pyarrow (each hands the GIL over, to another task's thread in a compaction)."""
+    if table.schema.equals(target, check_metadata=True):
+        return table
+    return pa.Table.from_arrays(table.columns, schema=target)
 
 
 def _retype(array: pa.Array, target: pa.DataType) -> pa.Array:

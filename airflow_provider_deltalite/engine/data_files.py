@@ -95,14 +95,14 @@ def iter_file_rows(
                 wanted = set(columns)
                 schema = {**schema, "fields": [f for f in schema["fields"] if f["name"] in wanted]}
                 read_columns = file_columns(parquet.schema_arrow, schema, mode)
-            for batch in _iter_tables(parquet, batch_rows, read_columns, row_groups, use_threads):
-                rows = to_logical(batch, schema, mode=mode, exclude=partition_columns, table_uri=uri)
+            for part in _iter_tables(parquet, batch_rows, read_columns, row_groups, use_threads):
+                rows = to_logical(part, schema, mode=mode, exclude=partition_columns, table_uri=uri)
                 if row_ids is not None:
-                    for name, values in zip(row_ids.columns.names, row_ids.values(batch, offset, uri), strict=True):
+                    for name, values in zip(row_ids.columns.names, row_ids.values(part, offset, uri), strict=True):
                         rows = rows.append_column(name, values)
                 if deleted is not None and len(deleted):
                     rows = _drop_deleted(rows, deleted, offset)
-                offset += batch.num_rows
+                offset += part.num_rows
                 yield rows
     except FileNotFoundError:
         raise StorageError(f"data file {path} is referenced by the log but missing", uri) from None

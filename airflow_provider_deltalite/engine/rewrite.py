@@ -266,18 +266,17 @@ def write_data_file(
         # materialised columns are not in the table schema: no stats)
         on_group=lambda group: stats.update(group, counted_only=from_footer),
     )
+
+    def physical(chunk: pa.Table) -> pa.Table:
+        hidden: list[Any] = []
+        if tracked is not None:
+            chunk, hidden = split_materialized(chunk, tracked)
+        table = to_physical(chunk, ctx.schema, mode=mode, exclude=ctx.partition_columns, table_uri=storage.table_uri)
+        return with_materialized(table, tracked, hidden) if tracked is not None else table
+
     try:
-        for chunk in rows:
-            if chunk.num_rows:
-                hidden: list[Any] = []
-                if tracked is not None:
-                    chunk, hidden = split_materialized(chunk, tracked)
-                physical = to_physical(
-                    chunk, ctx.schema, mode=mode, exclude=ctx.partition_columns, table_uri=storage.table_uri
-                )
-                if tracked is not None:
-                    physical = with_materialized(physical, tracked, hidden)
-                out.write(physical)
+        for group in row_group_tables((physical(c) for c in rows if c.num_rows), writer.row_group_bytes):
+            out.write(group)
         size = out.close()
         if from_footer and out.metadata is not None:
             _bounds_from_footer(stats, from_footer, out.metadata, lambda g, n: out.read_back(g, n))

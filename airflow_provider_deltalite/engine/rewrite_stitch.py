@@ -37,7 +37,7 @@ import pyarrow as pa
 from airflow_provider_deltalite.engine.column_encodings import input_verdicts
 from airflow_provider_deltalite.engine.conform import delta_schema_to_arrow, to_physical
 from airflow_provider_deltalite.engine.data_file_paths import new_data_file_path, partition_directory
-from airflow_provider_deltalite.engine.data_file_writer import WriterOptions, parquet_writer
+from airflow_provider_deltalite.engine.data_file_writer import WriterOptions, parquet_writer, row_group_tables
 from airflow_provider_deltalite.engine.data_files import iter_file_rows
 from airflow_provider_deltalite.engine.errors import DeltaLiteError, StorageError
 from airflow_provider_deltalite.engine.parquet.encodings import dictionary_verdicts
@@ -178,7 +178,7 @@ def _plan_source(
 
 
 class _Reencoder:
-    """Encodes rows into row groups of the writer's size, each appended to the stitched file as it is full."""
+    """Encodes row groups (`row_group_tables`), each appended to the stitched file as it is written."""
 
     def __init__(
         self,
@@ -193,23 +193,10 @@ class _Reencoder:
         self.schema = schema
         self.options = options
         self.reference = reference
-        self._buffer: list[pa.Table] = []
-        self._buffered = 0
         self.rows = 0
 
-    def write(self, rows: pa.Table) -> None:
-        if not rows.num_rows:
-            return
-        self._buffer.append(rows)
-        self._buffered += rows.nbytes
-        if self._buffered >= self.options.row_group_bytes:
-            self.flush()
-
-    def flush(self) -> None:
-        if not self._buffer:
-            return
-        group = pa.concat_tables(self._buffer) if len(self._buffer) > 1 else self._buffer[0]
-        self._buffer, self._buffered = [], 0
+    def write(self, group: pa.Table) -> None:
+        """Encode ``group`` as one row group and append it."""
         sink = pa.BufferOutputStream()
         writer = parquet_writer(sink, self.schema, self.options, group, verdicts=self.verdicts)
         writer.write_table(group, row_group_size=max(group.num_rows, 1))
@@ -288,24 +275,27 @@ def _compact_once(task: RewriteTask) -> RewriteResult | None:
         def physical(rows: pa.Table) -> pa.Table:
             return to_physical(rows, ctx.schema, mode=mode, exclude=ctx.partition_columns, table_uri=uri)
 
-        for plan in copied:
-            if plan.small:  # their rows are in the file's own Delta statistics: no need to collect them
-                for rows in iter_file_rows(
-                    storage,
-                    plan.add["path"],
-                    None,
-                    ctx.schema,
-                    mode=mode,
-                    partition_columns=ctx.partition_columns,
-                    row_groups=plan.small,
-                ):
-                    again.write(physical(rows))
-        for rows in iter_live_rows(ctx, whole):
-            if rows.num_rows:
-                batch = physical(rows)
-                collector.update(batch)
-                again.write(batch)
-        again.flush()
+        def reencoded() -> Iterator[pa.Table]:
+            for plan in copied:
+                if plan.small:  # their rows are in the file's own Delta statistics: no need to collect them
+                    for rows in iter_file_rows(
+                        storage,
+                        plan.add["path"],
+                        None,
+                        ctx.schema,
+                        mode=mode,
+                        partition_columns=ctx.partition_columns,
+                        row_groups=plan.small,
+                    ):
+                        yield physical(rows)
+            for rows in iter_live_rows(ctx, whole):
+                if rows.num_rows:
+                    batch = physical(rows)
+                    collector.update(batch)
+                    yield batch
+
+        for group in row_group_tables(reencoded(), task.writer.row_group_bytes):
+            again.write(group)
         size = out.finish(reference)
         if streamed:
             uploaded = sink.finish()

@@ -9,12 +9,7 @@ from collections.abc import Container, Iterable, Iterator, Mapping
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from airflow_provider_deltalite.engine.errors import (
-    CreateOnlyNotSupported,
-    InvalidArgument,
-    StorageError,
-    redact_uri,
-)
+from airflow_provider_deltalite.engine.errors import CreateOnlyNotSupported, InvalidArgument, StorageError, redact_uri
 from airflow_provider_deltalite.engine.storage.backends import LOCAL_SCHEMES, backend_class, backend_for, protocols_of
 from airflow_provider_deltalite.engine.storage.base import (
     DeleteOutcome,
@@ -249,8 +244,7 @@ class Storage:
         """The key of a file's ``path`` as written in the log, the same for every spelling of one file: relative to
         the table root when the file lies under it, else the full path (`resolve_data_path`)."""
         full = self.resolve_data_path(path_in_log)
-        rel = self.relative_to_root(full)
-        return rel if rel is not None else full
+        return rel if (rel := self.relative_to_root(full)) is not None else full
 
     def relative_to_root(self, full_path: str) -> str | None:
         """The path relative to the table root, or None when ``full_path`` lies outside it."""
